@@ -1,0 +1,1 @@
+"""Cluster metadata, controller, replication and coordinators."""

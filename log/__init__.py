@@ -1,0 +1,1 @@
+"""Storage engine in Kafka's on-disk format: segments, indexes, checkpoints, recovery."""

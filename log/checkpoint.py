@@ -1,0 +1,79 @@
+"""Kafka's checkpoint files: a version line, a count line, one entry per line.
+
+Used for ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+``replication-offset-checkpoint`` (topic partition offset) and each partition's
+``leader-epoch-checkpoint`` (epoch offset). Writes are atomic: temp file,
+fsync, rename, fsync of the directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CHECKPOINT_VERSION = 0
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint file that does not parse."""
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_entries(path: Path, entries: list[tuple[object, ...]]) -> None:
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines += [" ".join(str(field) for field in entry) for entry in entries]
+    write_atomic(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_entries(path: Path, fields: int) -> list[list[str]]:
+    """The entries of a checkpoint file, each split into ``fields`` strings; [] if absent."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    lines = text.splitlines()
+    try:
+        version, count = int(lines[0]), int(lines[1])
+    except (IndexError, ValueError):
+        raise CorruptCheckpointError(f"{path}: bad header") from None
+    if version != CHECKPOINT_VERSION:
+        raise CorruptCheckpointError(f"{path}: unknown version {version}")
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if len(entries) != count or any(len(entry) != fields for entry in entries):
+        raise CorruptCheckpointError(f"{path}: expected {count} entries of {fields} fields")
+    return entries
+
+
+def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    """Write a broker-level ``topic partition offset`` checkpoint."""
+    write_entries(path, [(topic, partition, offset) for (topic, partition), offset in
+                         sorted(offsets.items())])
+
+
+def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+    try:
+        return {(t, int(p)): int(o) for t, p, o in read_entries(path, 3)}
+    except ValueError as e:
+        raise CorruptCheckpointError(f"{path}: {e}") from None

@@ -1,0 +1,561 @@
+"""A partition's log: its segments, offsets, reads, truncation and retention."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from josefk.log.config import LogConfig
+from josefk.log.leader_epoch import LeaderEpochCache
+from josefk.log.segment import DELETED_SUFFIX, LogSegment, TimestampOffset
+from josefk.protocol.record_batch import (
+    BatchHeader,
+    RecordBatchError,
+    assign_offset,
+    parse_header,
+    set_leader_epoch,
+    set_log_append_time,
+    validate_batches,
+)
+
+logger = logging.getLogger(__name__)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+
+
+class OffsetOutOfRangeError(Exception):
+    """A read or DeleteRecords outside [log start offset, log end offset] (error 1)."""
+
+    error_code = 1
+
+
+class RecordTooLargeError(RecordBatchError):
+    """A batch above ``max.message.bytes`` (MESSAGE_TOO_LARGE)."""
+
+    error_code = 10
+
+
+class RecordListTooLargeError(RecordBatchError):
+    """Records larger than a whole segment (RECORD_LIST_TOO_LARGE)."""
+
+    error_code = 18
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    """What an append did: offsets assigned and the batches as written."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    batches: list[BatchHeader] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSlice:
+    """Bytes of one segment file to send as a partition's records (zero-copy)."""
+
+    segment: LogSegment | None
+    position: int
+    length: int
+
+    @property
+    def fd(self) -> int:
+        assert self.segment is not None
+        return self.segment.fd
+
+    def read_bytes(self) -> bytes:
+        """The slice's bytes; for tests and replication, not the fetch path."""
+        if self.segment is None or self.length == 0:
+            return b""
+        return self.segment.pread(self.position, self.length)
+
+
+EMPTY_SLICE = FetchSlice(None, 0, 0)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Log:
+    """One partition replica's log in ``<log.dir>/<topic>-<partition>``.
+
+    Offsets: the log start offset (lowest readable), the high watermark (what
+    consumers may see), the log end offset (next to assign), and the recovery
+    point (everything below it is fsynced).
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
+                 log_start_offset: int, recovery_point: int) -> None:
+        self.directory = directory
+        self.config = config
+        self.segments = segments
+        self._base_offsets = [s.base_offset for s in segments]
+        self.leader_epochs = LeaderEpochCache(directory)
+        self.log_end_offset = segments[-1].read_next_offset()
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.recovery_point = min(recovery_point, self.log_end_offset)
+        self._high_watermark = min(self.log_start_offset, self.log_end_offset)
+        self.unflushed_messages = 0
+        self.last_flush_ms = now_ms()
+        self.pending_deletes: list[tuple[int, LogSegment]] = []
+
+    # --- opening -----------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig | None = None, *,
+             log_start_offset: int = 0, recovery_point: int = 0,
+             clean_shutdown: bool = False) -> Log:
+        """Load (or create) the log; after an unclean stop, recover from the recovery point."""
+        config = config or LogConfig()
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(directory)
+        base_offsets = sorted({int(m.group(1)) for name in os.listdir(directory)
+                               if (m := _SEGMENT_FILE.match(name)) and m.group(2) == "log"})
+        _remove_orphan_indexes(directory, set(base_offsets))
+        if not base_offsets:
+            base_offsets = [log_start_offset]
+        # Checked before the segments are built: the active one creates its files.
+        missing = {base for base in base_offsets if not LogSegment.index_files_exist_for(
+            directory, base)}
+        segments = [
+            LogSegment(directory, base, config.index_interval_bytes, config.segment_index_bytes,
+                       active=(i == len(base_offsets) - 1))
+            for i, base in enumerate(base_offsets)
+        ]
+        for segment in segments:
+            if segment.base_offset in missing and segment.size:
+                logger.warning("rebuilding the missing indexes of %s", segment.log_path)
+                segment.recover()
+        if clean_shutdown:
+            checked_to = recovery_point
+        else:
+            segments = _recover_segments(segments, recovery_point)
+            checked_to = segments[-1].read_next_offset()
+        segments[-1].make_active()
+        log = cls(directory, config, segments, log_start_offset, checked_to)
+        log._reassign_epochs_after(recovery_point)
+        log.leader_epochs.truncate_from_end(log.log_end_offset)
+        return log
+
+    def _reassign_epochs_after(self, offset: int) -> None:
+        """Rebuild leader epoch entries from the batches at or above ``offset``."""
+        if offset >= self.log_end_offset:
+            return
+        for segment in self.segments[max(0, self._segment_index_for(offset)):]:
+            for _, header in segment.batches_from(0):
+                if header.last_offset >= offset:
+                    self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+    # --- offsets -------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # --- appending -------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int,
+                         now: int | None = None) -> AppendInfo:
+        """Validate a producer's batches, assign offsets and append them.
+
+        The batches are rewritten in place (baseOffset, partitionLeaderEpoch and,
+        for LogAppendTime, maxTimestamp), never re-encoded. A bad batch raises a
+        RecordBatchError and nothing is written.
+        """
+        now = now_ms() if now is None else now
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        batches = validate_batches(buf)
+        self._check_sizes(buf, batches)
+        offset = self.log_end_offset
+        append_time = now if self.config.log_append_time else -1
+        for pos, header in batches:
+            assign_offset(buf, pos, offset)
+            set_leader_epoch(buf, pos, leader_epoch)
+            if append_time >= 0:
+                set_log_append_time(buf, pos, header.size, append_time)
+            offset += header.record_count
+        return self._append(buf, _rebased(batches, buf), now, append_time)
+
+    def append_as_follower(self, records: bytes | bytearray) -> AppendInfo:
+        """Append batches that already carry their offsets (replication)."""
+        batches = validate_batches(records)
+        expected = self.log_end_offset
+        for _, header in batches:
+            if header.base_offset < expected:
+                raise RecordBatchError(
+                    f"follower batch at offset {header.base_offset} is below {expected}: "
+                    f"offsets out of order")
+            expected = header.next_offset
+        return self._append(records, batches, now_ms(), -1)
+
+    def _check_sizes(self, buf: bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+        for _, header in batches:
+            if header.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {header.size} bytes exceeds max.message.bytes "
+                    f"{self.config.max_message_bytes}")
+        if len(buf) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(buf)} bytes exceed segment.bytes {self.config.segment_bytes}")
+
+    def _append(self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now: int,
+                append_time: int) -> AppendInfo:
+        headers = [h for _, h in batches]
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        max_ts = max(headers, key=_by_max_timestamp) if len(headers) > 1 else headers[0]
+        for chunk_buf, chunk in self._chunks_fitting_indexes(buf, batches):
+            chunk_max = max(h.max_timestamp for _, h in chunk)
+            self._maybe_roll(len(chunk_buf), len(chunk), chunk_max, chunk[0][1].base_offset,
+                             chunk[-1][1].last_offset, now)
+            self.active_segment.append(chunk_buf, chunk)
+        latest_epoch = self.leader_epochs.latest_epoch
+        for header in headers:
+            if header.partition_leader_epoch > latest_epoch:
+                self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
+                latest_epoch = header.partition_leader_epoch
+        self.log_end_offset = last + 1
+        self.unflushed_messages += last + 1 - first
+        return AppendInfo(first, last, max_ts.max_timestamp, max_ts.last_offset, append_time,
+                          self.log_start_offset, headers)
+
+    def _chunks_fitting_indexes(self, buf: bytes | bytearray,
+                                batches: list[tuple[int, BatchHeader]]
+                                ) -> list[tuple[bytes | bytearray | memoryview,
+                                                list[tuple[int, BatchHeader]]]]:
+        """Split an append whose batches could not all be indexed by one fresh segment."""
+        segment = self.active_segment
+        room = min(segment.offset_index.max_entries, segment.time_index.max_entries - 1)
+        if len(batches) <= room:
+            return [(buf, batches)]
+        view = memoryview(buf)
+        chunks = []
+        for i in range(0, len(batches), room):
+            group = batches[i:i + room]
+            start = group[0][0]
+            end = group[-1][0] + group[-1][1].size
+            chunks.append((view[start:end], [(pos - start, h) for pos, h in group]))
+        return chunks
+
+    def _maybe_roll(self, size: int, batch_count: int, max_timestamp: int, first_offset: int,
+                    last_offset: int, now: int) -> None:
+        segment = self.active_segment
+        if segment.should_roll(size, batch_count, max_timestamp, last_offset,
+                               self.config.segment_bytes, self.config.segment_ms, now):
+            self.roll(first_offset)
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Seal the active segment and start a new one at ``base_offset`` (the LEO)."""
+        base = self.log_end_offset if base_offset is None else base_offset
+        current = self.active_segment
+        if current.size == 0 and current.base_offset == base:
+            return current
+        if current.size == 0:
+            # An empty active segment is replaced rather than left behind.
+            self._delete_now(current)
+            self.segments.pop()
+            self._base_offsets.pop()
+            if not self.segments:
+                # Nothing below ``base`` exists any more, as a reopen would also find.
+                self.log_start_offset = max(self.log_start_offset, base)
+        else:
+            current.on_become_inactive()
+        segment = LogSegment(self.directory, base, self.config.index_interval_bytes,
+                             self.config.segment_index_bytes, active=True)
+        self.segments.append(segment)
+        self._base_offsets.append(base)
+        return segment
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _segment_index_for(self, offset: int) -> int:
+        return bisect_right(self._base_offsets, offset) - 1
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchSlice:
+        """Bytes from the batch holding ``offset`` on, up to ``max_bytes``.
+
+        Batches at or above ``max_offset`` (the high watermark or the last stable
+        offset) are not returned. With ``min_one_message`` the first batch is
+        returned whole even if it is larger than ``max_bytes``, as Kafka does.
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.directory.name}")
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        index = max(0, self._segment_index_for(offset))
+        while offset < limit and index < len(self.segments):
+            segment = self.segments[index]
+            found = segment.translate_offset(offset)
+            if found is not None:
+                return self._slice(segment, found, limit, max_bytes, min_one_message)
+            index += 1  # offset falls after this segment's last batch
+        return EMPTY_SLICE
+
+    def _slice(self, segment: LogSegment, found: tuple[int, BatchHeader], limit: int,
+               max_bytes: int, min_one_message: bool) -> FetchSlice:
+        position, header = found
+        if header.last_offset >= limit:
+            return EMPTY_SLICE
+        end = segment.size
+        next_base = self._next_base_offset(segment)
+        if next_base is None or limit < next_base:
+            bound = segment.translate_offset(limit, position)
+            if bound is not None:
+                end = bound[0]
+        size = max(max_bytes, header.size) if min_one_message else max_bytes
+        length = min(end - position, size)
+        return FetchSlice(segment, position, length) if length > 0 else EMPTY_SLICE
+
+    def _next_base_offset(self, segment: LogSegment) -> int | None:
+        i = self._segment_index_for(segment.base_offset)
+        return self._base_offsets[i + 1] if i + 1 < len(self._base_offsets) else None
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """The first record with a timestamp >= ``timestamp``, or None if there is none."""
+        for segment in self.segments:
+            if segment.size and segment.max_timestamp_so_far().timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """The record with the largest timestamp (ListOffsets -3), or None if empty."""
+        best: TimestampOffset | None = None
+        for segment in self.segments:
+            if segment.size:
+                candidate = segment.max_timestamp_so_far()
+                if best is None or candidate.timestamp > best.timestamp:
+                    best = candidate
+        if best is None or best.timestamp < 0:
+            return best
+        # The index holds the batch's last offset; Kafka answers with the record's own.
+        segment = self.segments[self._segment_index_for(best.offset)]
+        found = segment.find_offset_by_timestamp(best.timestamp, self.log_start_offset)
+        return found or best
+
+    # --- truncation ---------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything from the batch holding ``offset`` on (a follower's truncation)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
+            self._delete_now(self.segments.pop())
+            self._base_offsets.pop()
+        segment = self.active_segment
+        if not segment.offset_index.writable:
+            segment.make_active()
+        segment.truncate_to(offset)
+        self.log_end_offset = segment.read_next_offset()
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._high_watermark = min(self._high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment; the log restarts empty at ``offset``."""
+        for segment in self.segments:
+            self._delete_now(segment)
+        self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes,
+                                    self.config.segment_index_bytes, active=True)]
+        self._base_offsets = [offset]
+        self.leader_epochs.clear()
+        self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+        self._high_watermark = offset
+
+    # --- deletion: DeleteRecords and retention -------------------------------------
+
+    def delete_records(self, offset: int, now: int | None = None) -> int:
+        """Advance the log start offset to ``offset`` (DeleteRecords); returns the new one."""
+        now = now_ms() if now is None else now
+        if offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete below {offset}: the high watermark is {self._high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+            self._delete_segments_below_start(now)
+        return self.log_start_offset
+
+    def _delete_segments_below_start(self, now: int) -> int:
+        return self._delete_old_segments(
+            now, lambda segment, next_base: next_base is not None
+            and next_base <= self.log_start_offset)
+
+    def enforce_retention(self, now: int | None = None) -> int:
+        """Delete whole segments past ``retention.ms`` or ``retention.bytes``; returns how many."""
+        now = now_ms() if now is None else now
+        deleted = self._delete_segments_below_start(now)
+        if not self.config.delete:
+            return deleted
+        if self.config.retention_ms >= 0:
+            limit = self.config.retention_ms
+            deleted += self._delete_old_segments(
+                now, lambda segment, _: now - segment.largest_timestamp() > limit)
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes() - self.config.retention_bytes
+
+            def over_size(segment: LogSegment, _: int | None) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_old_segments(now, over_size)
+        return deleted
+
+    def _delete_old_segments(self, now: int,
+                             predicate: Callable[[LogSegment, int | None], bool]) -> int:
+        """Delete leading segments while ``predicate(segment, next_base)`` holds.
+
+        Only segments wholly below the high watermark go; the active segment goes
+        only if it is non-empty and fully replicated, and a fresh one replaces it.
+        """
+        doomed: list[LogSegment] = []
+        for i, segment in enumerate(self.segments):
+            next_base = self._base_offsets[i + 1] if i + 1 < len(self.segments) else None
+            upper = next_base if next_base is not None else self.log_end_offset
+            if next_base is None and (segment.size == 0 or
+                                      self._high_watermark < self.log_end_offset):
+                break
+            if upper > self._high_watermark or not predicate(segment, next_base):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        if doomed[-1] is self.active_segment:
+            self.roll()
+        for segment in doomed:
+            self.segments.remove(segment)
+            self._base_offsets.remove(segment.base_offset)
+            self._schedule_delete(segment, now)
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.leader_epochs.truncate_from_start(new_start)
+        return len(doomed)
+
+    def _schedule_delete(self, segment: LogSegment, now: int) -> None:
+        segment.rename_for_deletion()
+        self.pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+
+    def _delete_now(self, segment: LogSegment) -> None:
+        segment.delete_files()
+
+    def delete_expired_files(self, now: int | None = None) -> None:
+        """Remove ``.deleted`` files whose delay has passed (readers may still hold them)."""
+        now = now_ms() if now is None else now
+        due = [s for deadline, s in self.pending_deletes if deadline <= now]
+        self.pending_deletes = [(d, s) for d, s in self.pending_deletes if d > now]
+        for segment in due:
+            segment.delete_files()
+
+    # --- flushing and closing -------------------------------------------------------
+
+    def needs_flush(self, now: int | None = None) -> bool:
+        """True when ``flush.messages`` or ``flush.ms`` asks for an fsync."""
+        if self.unflushed_messages == 0:
+            return False
+        now = now_ms() if now is None else now
+        return (self.unflushed_messages >= self.config.flush_messages
+                or now - self.last_flush_ms >= self.config.flush_ms)
+
+    def flush(self) -> None:
+        """fsync every segment holding data above the recovery point.
+
+        Blocking: the server calls it from a worker thread, never the event loop.
+        """
+        target = self.log_end_offset
+        first = max(0, self._segment_index_for(self.recovery_point))
+        for segment in list(self.segments[first:]):
+            segment.flush()
+        self.recovery_point = max(self.recovery_point, target)
+        self.unflushed_messages = 0
+        self.last_flush_ms = now_ms()
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self.delete_expired_files(now=1 << 62)
+
+    def delete(self) -> None:
+        """Remove the whole partition directory (the topic was deleted)."""
+        for segment in self.segments:
+            segment.delete_files()
+        self.delete_expired_files(now=1 << 62)
+        for path in self.directory.iterdir():
+            path.unlink()
+        self.directory.rmdir()
+
+
+def _by_max_timestamp(header: BatchHeader) -> int:
+    return header.max_timestamp
+
+
+def _rebased(batches: list[tuple[int, BatchHeader]], buf: bytearray
+             ) -> list[tuple[int, BatchHeader]]:
+    """Headers after offset assignment, without validating the whole buffer again."""
+    return [(pos, parse_header(buf, pos)) for pos, _ in batches]
+
+
+def _recover_segments(segments: list[LogSegment], recovery_point: int) -> list[LogSegment]:
+    """Recover every segment that may hold data above the recovery point.
+
+    A segment with a bad batch is cut there, and every later segment is deleted:
+    what follows a torn write was never acknowledged by a complete log.
+    """
+    bases = [s.base_offset for s in segments]
+    start = max(0, bisect_right(bases, recovery_point) - 1)
+    for i in range(start, len(segments)):
+        segment = segments[i]
+        truncated = segment.recover()
+        if truncated:
+            logger.warning("recovered %s: truncated %d invalid bytes", segment.log_path,
+                           truncated)
+            for later in segments[i + 1:]:
+                logger.warning("deleting %s after a truncated segment", later.log_path)
+                later.delete_files()
+            del segments[i + 1:]
+            break
+    return segments
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Files of an interrupted delete or atomic write are not part of the log."""
+    for path in directory.iterdir():
+        if path.name.endswith((DELETED_SUFFIX, ".tmp")):
+            path.unlink()
+
+
+def _remove_orphan_indexes(directory: Path, bases: set[int]) -> None:
+    for path in directory.iterdir():
+        m = _SEGMENT_FILE.match(path.name)
+        if m and m.group(2) != "log" and int(m.group(1)) not in bases:
+            path.unlink()

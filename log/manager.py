@@ -1,0 +1,166 @@
+"""The log manager: every partition log under the broker's ``log.dirs``.
+
+It owns the broker-level files Kafka keeps in each log dir: the clean-shutdown
+marker and the recovery-point, log-start-offset and replication-offset
+(high watermark) checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from josefk.log.checkpoint import (
+    CorruptCheckpointError,
+    read_offsets,
+    write_atomic,
+    write_offsets,
+)
+from josefk.log.config import LogConfig
+from josefk.log.log import Log, now_ms
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+DELETE_DIR_SUFFIX = "-delete"
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    m = _PARTITION_DIR.match(name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+class LogManager:
+    """Loads, creates, checkpoints and closes the logs of one broker."""
+
+    def __init__(self, log_dirs: list[Path],
+                 config_for: Callable[[str], LogConfig] = lambda _topic: LogConfig()) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.config_for = config_for
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # --- start-up ----------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Open every partition log; recover those of a dir that was not shut down cleanly."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            self.had_clean_shutdown[log_dir] = clean
+            # From now on a crash is unclean until shutdown() writes the marker again.
+            marker.unlink(missing_ok=True)
+            self._load_dir(log_dir, clean)
+
+    def _load_dir(self, log_dir: Path, clean: bool) -> None:
+        recovery = _read_checkpoint(log_dir / RECOVERY_POINT_FILE)
+        starts = _read_checkpoint(log_dir / LOG_START_OFFSET_FILE)
+        high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_FILE)
+        if not clean:
+            logger.warning("%s was not shut down cleanly: recovering its logs", log_dir)
+        for path in sorted(log_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(path.name)
+            if tp is None:
+                continue
+            log = Log.open(path, self.config_for(tp[0]), log_start_offset=starts.get(tp, 0),
+                           recovery_point=recovery.get(tp, 0), clean_shutdown=clean)
+            log.high_watermark = high_watermarks.get(tp, 0)
+            self.logs[tp] = log
+            self._dir_of[tp] = log_dir
+
+    # --- logs ------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None
+                          ) -> Log:
+        tp = (topic, partition)
+        if tp not in self.logs:
+            log_dir = min(self.log_dirs, key=lambda d: sum(v == d for v in self._dir_of.values()))
+            self.logs[tp] = Log.open(log_dir / partition_dir_name(topic, partition),
+                                     config or self.config_for(topic), clean_shutdown=True)
+            self._dir_of[tp] = log_dir
+        return self.logs[tp]
+
+    def dir_of(self, topic: str, partition: int) -> Path:
+        return self._dir_of[(topic, partition)]
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Rename the partition dir aside (as Kafka does) and remove it."""
+        tp = (topic, partition)
+        log = self.logs.pop(tp, None)
+        self._dir_of.pop(tp, None)
+        if log is None:
+            return
+        log.close()
+        aside = log.directory.with_name(
+            f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        log.directory.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+
+    # --- background work (the server schedules it) --------------------------------
+
+    def logs_needing_flush(self, now: int | None = None) -> list[Log]:
+        now = now_ms() if now is None else now
+        return [log for log in self.logs.values() if log.needs_flush(now)]
+
+    def enforce_retention(self, now: int | None = None) -> int:
+        now = now_ms() if now is None else now
+        deleted = sum(log.enforce_retention(now) for log in self.logs.values())
+        for log in self.logs.values():
+            log.delete_expired_files(now)
+        return deleted
+
+    def checkpoint(self) -> None:
+        """Write the three broker-level checkpoints in every log dir."""
+        for log_dir in self.log_dirs:
+            mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
+            write_offsets(log_dir / RECOVERY_POINT_FILE,
+                          {tp: log.recovery_point for tp, log in mine.items()})
+            write_offsets(log_dir / LOG_START_OFFSET_FILE,
+                          {tp: log.log_start_offset for tp, log in mine.items()})
+            write_offsets(log_dir / HIGH_WATERMARK_FILE,
+                          {tp: log.high_watermark for tp, log in mine.items()})
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, then mark each dir as cleanly shut down."""
+        for log in self.logs.values():
+            log.flush()
+        self.checkpoint()
+        for log in self.logs.values():
+            log.close()
+        for log_dir in self.log_dirs:
+            write_atomic(log_dir / CLEAN_SHUTDOWN_FILE,
+                         json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+        self.logs.clear()
+
+
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    try:
+        return read_offsets(path)
+    except CorruptCheckpointError as e:
+        logger.warning("ignoring corrupt checkpoint: %s", e)
+        return {}

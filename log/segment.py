@@ -1,0 +1,403 @@
+"""A log segment: one ``.log`` file of record batches plus its offset and time indexes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from kafka.record.default_records import DefaultRecordBatch
+
+from josefk.log.index import CorruptIndexError
+from josefk.log.offset_index import OffsetIndex
+from josefk.log.time_index import NO_TIMESTAMP, TimeIndex
+from josefk.protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordBatchError,
+    check_batch,
+    parse_header,
+    peek_size,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+INT32_MAX = (1 << 31) - 1
+_READ_CHUNK = 1 << 20
+
+logger = logging.getLogger(__name__)
+
+
+def segment_name(base_offset: int) -> str:
+    """Kafka's file name stem: the base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}"
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class LogSegment:
+    """Record batches from ``base_offset`` on, appended in order, with sparse indexes."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        max_index_size: int,
+        active: bool,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        stem = directory / segment_name(base_offset)
+        self.log_path = stem.with_suffix(LOG_SUFFIX)
+        # Inactive segments open their file on first read: a log may have thousands.
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644) if active else -1
+        self.size = os.fstat(self._fd).st_size if active else os.stat(self.log_path).st_size
+        self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset,
+                                        max_index_size, writable=active)
+        self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset,
+                                    max_index_size, writable=active)
+        self.created_ms = int(time.time() * 1000)
+        self.bytes_since_last_index_entry = 0
+        # Loaded lazily from the time index for a segment that already has data.
+        self._max_timestamp: TimestampOffset | None = (
+            TimestampOffset(NO_TIMESTAMP, base_offset) if self.size == 0 else None)
+        self._rolling_timestamp: int | None = None
+        self._checked_indexes = False
+
+    # --- files ---------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file descriptor; readers ``os.sendfile`` straight from it."""
+        if self._fd < 0:
+            self._fd = os.open(self.log_path, os.O_RDWR)
+        return self._fd
+
+    @staticmethod
+    def index_files_exist_for(directory: Path, base_offset: int) -> bool:
+        stem = directory / segment_name(base_offset)
+        return all(stem.with_suffix(s).exists() for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
+
+    def pread(self, position: int, length: int) -> bytes:
+        chunks = []
+        while length > 0:
+            chunk = os.pread(self.fd, length, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+            length -= len(chunk)
+        return b"".join(chunks)
+
+    def _write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self.fd, view, position)
+            view = view[written:]
+            position += written
+
+    # --- appending -----------------------------------------------------------
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+               ) -> None:
+        """Append whole batches (``batches`` are positions within ``data`` and headers)."""
+        if not batches:
+            return
+        if not self.can_convert_to_relative_offset(batches[-1][1].last_offset):
+            raise ValueError(f"offset {batches[-1][1].last_offset} does not fit segment "
+                             f"{self.base_offset}")
+        start = self.size
+        if start == 0:
+            self._rolling_timestamp = batches[0][1].max_timestamp
+        written = os.pwrite(self.fd, data, start)
+        if written < len(data):
+            self._write_at(memoryview(data)[written:], start + written)
+        self.size += len(data)
+        for pos, header in batches:
+            self._index_batch(start + pos, header)
+
+    def _index_batch(self, position: int, header: BatchHeader) -> None:
+        """Advance the max timestamp and add index entries: the same on append and rebuild."""
+        max_ts = self._max_timestamp or self.max_timestamp_so_far()
+        if header.max_timestamp > max_ts.timestamp:
+            max_ts = self._max_timestamp = TimestampOffset(header.max_timestamp,
+                                                           header.last_offset)
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(header.base_offset + header.last_offset_delta, position)
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += header.batch_length + LOG_OVERHEAD
+
+    # --- rolling -------------------------------------------------------------
+
+    def should_roll(self, batch_bytes: int, batch_count: int, max_timestamp: int,
+                    max_offset: int, segment_bytes: int, segment_ms: int, now_ms: int) -> bool:
+        """Kafka's four roll conditions, checked before appending ``batch_count`` batches
+        of ``batch_bytes`` in all (an index must have room for each batch's entry)."""
+        return (
+            self.size > segment_bytes - batch_bytes
+            or (self.size > 0 and self._time_waited_for_roll(now_ms, max_timestamp) > segment_ms)
+            or self.offset_index.entries + batch_count > self.offset_index.max_entries
+            or self.time_index.entries + batch_count > self.time_index.max_entries - 1
+            or not self.can_convert_to_relative_offset(max_offset)
+        )
+
+    def _time_waited_for_roll(self, now_ms: int, batch_timestamp: int) -> int:
+        first = self.rolling_timestamp()
+        if first is not None and first >= 0:
+            return batch_timestamp - first
+        return now_ms - self.created_ms
+
+    def rolling_timestamp(self) -> int | None:
+        """The first batch's max timestamp: ``segment.ms`` is measured from it."""
+        if self._rolling_timestamp is None and self.size >= HEADER_SIZE:
+            self._rolling_timestamp = parse_header(self.pread(0, HEADER_SIZE)).max_timestamp
+        return self._rolling_timestamp
+
+    def on_become_inactive(self) -> None:
+        """The segment rolled: close the time index with the max timestamp, trim indexes."""
+        self._seal_indexes()
+        self.offset_index.trim_and_seal()
+        self.time_index.trim_and_seal()
+        self.release_fd()
+
+    def release_fd(self) -> None:
+        """Close the ``.log`` file until the next read reopens it (sealed segments only)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _seal_indexes(self) -> None:
+        max_ts = self.max_timestamp_so_far()
+        if max_ts.timestamp != NO_TIMESTAMP and self.time_index.writable:
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+
+    def make_active(self) -> None:
+        """Truncation made this the last segment again: preallocate its indexes."""
+        self.offset_index.make_writable()
+        self.time_index.make_writable()
+        self._load_tail_state()
+
+    # --- reading -------------------------------------------------------------
+
+    def batches_from(self, position: int = 0, end: int | None = None
+                     ) -> Iterator[tuple[int, BatchHeader]]:
+        """Headers of the batches from ``position`` (a batch boundary) to ``end``."""
+        end = self.size if end is None else min(end, self.size)
+        while position + HEADER_SIZE <= end:
+            header = parse_header(self.pread(position, HEADER_SIZE))
+            if header.size < HEADER_SIZE or position + header.size > end:
+                return
+            yield position, header
+            position += header.size
+
+    def translate_offset(self, offset: int, start_position: int = 0
+                         ) -> tuple[int, BatchHeader] | None:
+        """The position and header of the first batch whose last offset >= ``offset``."""
+        self.ensure_valid_indexes()
+        _, position = self.offset_index.lookup(offset)
+        position = max(position, start_position)
+        for pos, header in self.batches_from(position):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (scanning from the last index entry)."""
+        self.ensure_valid_indexes()
+        return self._scan_next_offset()
+
+    def _scan_next_offset(self) -> int:
+        entries = self.offset_index.entries
+        _, position = self.offset_index.entry_at(entries - 1) if entries else (0, 0)
+        next_offset = self.base_offset
+        for _, header in self.batches_from(position):
+            next_offset = header.next_offset
+        return next_offset
+
+    def max_timestamp_so_far(self) -> TimestampOffset:
+        if self._max_timestamp is None:
+            self._max_timestamp = self._read_largest_timestamp()
+        return self._max_timestamp
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        self.ensure_valid_indexes()
+        timestamp, offset = self.time_index.last_entry()
+        best = TimestampOffset(timestamp, offset)
+        _, position = self.offset_index.lookup(offset)
+        for _, header in self.batches_from(position):
+            if header.max_timestamp > best.timestamp:
+                best = TimestampOffset(header.max_timestamp, header.last_offset)
+        return best
+
+    def largest_timestamp(self) -> int:
+        """The max record timestamp, or the file's mtime if the segment has none."""
+        timestamp = self.max_timestamp_so_far().timestamp
+        if timestamp >= 0:
+            return timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int
+                                 ) -> TimestampOffset | None:
+        """The first record with timestamp >= ``timestamp`` and offset >= ``starting_offset``."""
+        self.ensure_valid_indexes()
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
+        for pos, header in self.batches_from(position):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for record in self.records_of(pos, header):
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return TimestampOffset(record.timestamp, record.offset)
+        return None
+
+    def records_of(self, position: int, header: BatchHeader) -> DefaultRecordBatch:
+        """The decoded records of one batch (decompressed by kafka-python)."""
+        return DefaultRecordBatch(self.pread(position, header.size))
+
+    # --- truncation and recovery ----------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches at or after the one holding ``offset``; returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        if position == 0:
+            self._rolling_timestamp = None
+        self._max_timestamp = None
+        self._load_tail_state()
+        return removed
+
+    def _load_tail_state(self) -> None:
+        entries = self.offset_index.entries
+        last_position = self.offset_index.entry_at(entries - 1)[1] if entries else 0
+        self.bytes_since_last_index_entry = self.size - last_position
+        self._max_timestamp = (TimestampOffset(NO_TIMESTAMP, self.base_offset)
+                               if self.size == 0 else None)
+
+    def recover(self) -> int:
+        """Re-validate every batch, rebuild both indexes, cut the file at the first bad
+        batch. Returns the number of bytes truncated."""
+        active = self.offset_index.writable
+        for index in (self.offset_index, self.time_index):
+            if not active:
+                index.make_writable()
+            index.reset()
+        self.bytes_since_last_index_entry = 0
+        self._max_timestamp = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        self._rolling_timestamp = None
+        valid = 0
+        for position, header, error in self._scan_valid_batches():
+            if header is None or error is not None:
+                logger.warning("%s: invalid batch at position %d (%s); truncating",
+                               self.log_path, position, error)
+                break
+            if self._rolling_timestamp is None:
+                self._rolling_timestamp = header.max_timestamp
+            self._index_batch(position, header)
+            valid = position + header.size
+        truncated = self.size - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+            self.size = valid
+        self._checked_indexes = True
+        if not active:
+            self._seal_indexes()
+            self.offset_index.trim_and_seal()
+            self.time_index.trim_and_seal()
+        return truncated
+
+    def _scan_valid_batches(self) -> Iterator[tuple[int, BatchHeader | None, str | None]]:
+        """Walk the file in large reads, yielding each batch with its validation error."""
+        position = 0
+        previous_next = self.base_offset
+        buf = b""
+        buf_start = 0
+        while position < self.size:
+            rel = position - buf_start
+            size = peek_size(buf, rel)
+            if size is None or (size >= HEADER_SIZE and rel + size > len(buf)):
+                want = max(_READ_CHUNK, size or 0)
+                buf = self.pread(position, min(want, self.size - position))
+                buf_start, rel = position, 0
+                size = peek_size(buf, 0)
+            if size is None or size < HEADER_SIZE or size > len(buf):
+                yield position, None, "truncated batch"
+                return
+            try:
+                header = check_batch(buf, rel)
+            except RecordBatchError as e:
+                yield position, None, str(e)
+                return
+            if header.base_offset < previous_next or not self.can_convert_to_relative_offset(
+                header.last_offset
+            ):
+                yield position, header, f"offset {header.base_offset} out of order"
+                return
+            previous_next = header.next_offset
+            yield position, header, None
+            position += header.size
+
+    def ensure_valid_indexes(self) -> None:
+        """Check the indexes on first use; a corrupt one is rebuilt, never trusted."""
+        if self._checked_indexes:
+            return
+        self._checked_indexes = True
+        try:
+            self.offset_index.sanity_check(self.size)
+            self.time_index.sanity_check(self._scan_next_offset())
+        except CorruptIndexError as e:
+            logger.warning("rebuilding indexes of %s: %s", self.log_path, e)
+            self.recover()
+
+    # --- lifecycle -------------------------------------------------------------
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.offset_index.writable:
+            self._seal_indexes()
+        self.offset_index.close()
+        self.time_index.close()
+        self.release_fd()
+
+    def rename_for_deletion(self) -> None:
+        """Kafka's async delete: rename to ``.deleted`` now, remove the files later."""
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            if path.exists():
+                os.replace(path, path.with_name(path.name + DELETED_SUFFIX))
+        self.log_path = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        self.offset_index.path = self.offset_index.path.with_name(
+            self.offset_index.path.name + DELETED_SUFFIX)
+        self.time_index.path = self.time_index.path.with_name(
+            self.time_index.path.name + DELETED_SUFFIX)
+
+    def delete_files(self) -> None:
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.release_fd()
+        self.log_path.unlink(missing_ok=True)

@@ -1,0 +1,1 @@
+"""The broker process: trio networking, request handlers, config and CLI."""

@@ -1,0 +1,1 @@
+"""Tests of the storage engine (``josefk.log``) and the record batch header codec."""

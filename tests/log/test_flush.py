@@ -1,0 +1,96 @@
+"""Flushing: ``flush.messages`` and ``flush.ms`` decide, ``flush()`` moves the recovery point."""
+
+from __future__ import annotations
+
+from josefk.log.log import Log
+
+from .conftest import BASE_TS, build_batch
+
+
+def append(log: Log, count: int) -> None:
+    log.append_as_leader(build_batch(count, BASE_TS), leader_epoch=0, now=BASE_TS)
+
+
+def test_flush_messages(make_log) -> None:
+    log = make_log(flush_messages=5)
+    assert not log.needs_flush()
+    append(log, 3)
+    append(log, 1)
+    assert log.unflushed_messages == 4
+    assert not log.needs_flush()
+    append(log, 1)
+    assert log.needs_flush()
+    assert log.recovery_point == 0
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 5
+    assert log.unflushed_messages == 0
+    assert not log.needs_flush()
+    append(log, 7)  # one batch past the threshold
+    assert log.needs_flush()
+
+
+def test_flush_ms(make_log) -> None:
+    log = make_log(flush_ms=1000)
+    start = log.last_flush_ms
+    assert not log.needs_flush(now=start + 10**6)  # nothing to flush
+    append(log, 1)
+    assert not log.needs_flush(now=start + 999)
+    assert log.needs_flush(now=start + 1000)
+    log.flush()
+    assert log.last_flush_ms >= start
+    assert not log.needs_flush(now=log.last_flush_ms + 999)
+    append(log, 1)
+    assert log.needs_flush(now=log.last_flush_ms + 1000)
+
+
+def test_defaults_never_ask_for_a_flush(make_log) -> None:
+    log = make_log()
+    for _ in range(20):
+        append(log, 5)
+    assert log.unflushed_messages == 100
+    assert not log.needs_flush(now=log.last_flush_ms + 10**12)
+
+
+def test_flush_advances_the_recovery_point_across_segments(make_log) -> None:
+    log = make_log(segment_bytes=400)
+    for _ in range(6):
+        append(log, 2)
+    assert len(log.segments) > 1
+    log.flush()
+    assert log.recovery_point == 12
+    append(log, 3)
+    assert log.recovery_point == 12
+    log.flush()
+    assert log.recovery_point == 15
+
+
+def test_recovery_point_does_not_pass_a_truncation(make_log) -> None:
+    log = make_log()
+    for _ in range(4):
+        append(log, 2)
+    log.flush()
+    log.truncate_to(4)
+    assert log.log_end_offset == 4
+    assert log.recovery_point == 4
+    append(log, 1)
+    log.flush()
+    assert log.recovery_point == 5
+
+
+def test_reopen_keeps_the_given_recovery_point(make_log) -> None:
+    log = make_log()
+    append(log, 3)
+    log.flush()
+    directory, config = log.directory, log.config
+    log.close()
+    log = Log.open(directory, config, clean_shutdown=True, recovery_point=3)
+    try:
+        assert log.recovery_point == 3
+        assert log.log_end_offset == 3
+    finally:
+        log.close()
+    log = Log.open(directory, config, clean_shutdown=True, recovery_point=10)
+    try:
+        assert log.recovery_point == 3  # never above the log end offset
+    finally:
+        log.close()

@@ -1,0 +1,183 @@
+import struct
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from josefk.protocol.exceptions import FramingError, ProtocolError
+from josefk.protocol.framing import (
+    DEFAULT_MAX_REQUEST_SIZE,
+    MIN_REQUEST_SIZE,
+    FrameDecoder,
+    frame,
+)
+
+
+def payload(n: int, fill: int = 0x61) -> bytes:
+    return bytes([fill]) * n
+
+
+def test_defaults_match_kafka():
+    assert DEFAULT_MAX_REQUEST_SIZE == 104857600  # socket.request.max.bytes
+    assert MIN_REQUEST_SIZE == 10
+
+
+def test_frame_prefixes_size():
+    assert frame(b"abcdefghij") == b"\x00\x00\x00\x0aabcdefghij"
+
+
+def test_single_frame():
+    dec = FrameDecoder()
+    dec.feed(frame(payload(12)))
+    assert dec.next_frame() == payload(12)
+    assert dec.next_frame() is None
+    assert dec.buffered == 0
+
+
+def test_byte_by_byte():
+    data = frame(payload(10)) + frame(payload(20, 0x62))
+    dec = FrameDecoder()
+    out = []
+    for i in range(len(data)):
+        dec.feed(data[i : i + 1])
+        out.extend(dec.frames())
+    assert out == [payload(10), payload(20, 0x62)]
+
+
+def test_several_frames_in_one_feed_and_a_partial_one():
+    dec = FrameDecoder()
+    dec.feed(frame(payload(10)) + frame(payload(11)) + frame(payload(30))[:7])
+    assert list(dec.frames()) == [payload(10), payload(11)]
+    assert dec.pending_size == 30
+    assert dec.buffered == 7
+
+
+def test_pending_size_unknown_until_prefix_complete():
+    dec = FrameDecoder()
+    dec.feed(b"\x00\x00\x00")
+    assert dec.pending_size is None
+    dec.feed(b"\x10")
+    assert dec.pending_size == 16
+
+
+def test_accepts_memoryview_and_bytearray():
+    dec = FrameDecoder()
+    data = frame(payload(10))
+    dec.feed(memoryview(data)[:5])
+    dec.feed(bytearray(data[5:]))
+    assert dec.next_frame() == payload(10)
+
+
+def test_exactly_max_and_min_accepted():
+    dec = FrameDecoder(max_size=16, min_size=10)
+    dec.feed(frame(payload(16)) + frame(payload(10)))
+    assert list(dec.frames()) == [payload(16), payload(10)]
+
+
+@pytest.mark.parametrize("size", [-1, -(2**31), 0, 9, 2**31 - 1, DEFAULT_MAX_REQUEST_SIZE + 1])
+def test_bad_size_rejected_on_prefix_alone(size):
+    dec = FrameDecoder()
+    with pytest.raises(FramingError):
+        dec.feed(struct.pack(">i", size))
+    # The decoder is now out of sync and stays failed.
+    with pytest.raises(FramingError):
+        dec.feed(frame(payload(10)))
+
+
+def test_bad_size_detected_after_a_good_frame_in_the_same_feed():
+    dec = FrameDecoder(max_size=100)
+    with pytest.raises(FramingError):
+        dec.feed(frame(payload(10)) + struct.pack(">i", 101))
+
+
+def test_bad_size_right_behind_the_end_of_a_split_frame():
+    dec = FrameDecoder(max_size=100)
+    dec.feed(frame(payload(20))[:10])
+    with pytest.raises(FramingError):
+        dec.feed(frame(payload(20))[10:] + struct.pack(">i", 101))
+
+
+def test_bad_size_behind_untaken_frames_is_still_checked():
+    dec = FrameDecoder(max_size=1000)
+    dec.feed(frame(payload(10)))
+    with pytest.raises(FramingError):
+        dec.feed(struct.pack(">i", 5000))
+
+
+def test_framing_error_is_a_protocol_error():
+    assert issubclass(FramingError, ProtocolError)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(-1, 10), (11, 10), (0, 2**31)])
+def test_bad_bounds(lo, hi):
+    with pytest.raises(ValueError):
+        FrameDecoder(max_size=hi, min_size=lo)
+
+
+def test_linear_time_for_small_chunks():
+    # 5000 frames of 1000 bytes fed 7 bytes at a time: quadratic copying of the
+    # buffer would make this take minutes, linear takes well under a second.
+    one = frame(payload(1000))
+    data = one * 5000
+    dec = FrameDecoder()
+    count = 0
+    start = time.perf_counter()
+    for i in range(0, len(data), 7):
+        dec.feed(data[i : i + 7])
+        for f in dec.frames():
+            assert len(f) == 1000
+            count += 1
+    assert count == 5000
+    assert time.perf_counter() - start < 5
+
+
+def test_linear_time_for_one_big_frame_in_small_chunks():
+    size = 8 * 1024 * 1024
+    data = frame(bytes(size))
+    dec = FrameDecoder()
+    start = time.perf_counter()
+    for i in range(0, len(data), 512):
+        dec.feed(data[i : i + 512])
+    got = dec.next_frame()
+    assert got is not None and len(got) == size
+    assert time.perf_counter() - start < 5
+
+
+def test_buffer_is_compacted():
+    dec = FrameDecoder()
+    one = frame(payload(100))
+    for _ in range(1000):
+        dec.feed(one + one[:50])
+        dec.feed(one[50:])
+        assert len(list(dec.frames())) == 2
+    assert dec.buffered == 0
+    assert len(dec._buf) < 10 * len(one)
+
+
+@given(
+    st.lists(st.binary(min_size=MIN_REQUEST_SIZE, max_size=200), max_size=10),
+    st.lists(st.integers(min_value=0, max_value=2000), max_size=20),
+)
+def test_any_split_yields_the_frames(payloads, cuts):
+    data = b"".join(frame(p) for p in payloads)
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    dec = FrameDecoder()
+    out = []
+    for a, b in zip(points, points[1:], strict=False):
+        dec.feed(data[a:b])
+        out.extend(dec.frames())
+    assert out == payloads
+    assert dec.buffered == 0
+
+
+@given(st.lists(st.binary(max_size=64), max_size=20))
+def test_random_bytes_only_raise_framing_errors(chunks):
+    dec = FrameDecoder(max_size=4096)
+    try:
+        for chunk in chunks:
+            dec.feed(chunk)
+            for f in dec.frames():
+                assert MIN_REQUEST_SIZE <= len(f) <= 4096
+    except FramingError:
+        pass

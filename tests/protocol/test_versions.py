@@ -1,0 +1,106 @@
+import pytest
+from kafka.protocol.api_key import ApiKey
+
+from josefk.protocol.messages import API_CLASSES
+from josefk.protocol.versions import (
+    SUPPORTED_VERSIONS,
+    VersionRange,
+    advertised_range,
+    advertised_versions,
+    enabled_api_keys,
+    is_supported,
+    supported_range,
+)
+
+# Apache Kafka 4.0.0's ranges for the apis we serve (Produce min 3 accepted).
+KAFKA_4_0 = {
+    "Produce": (3, 12), "Fetch": (4, 17), "ListOffsets": (1, 10), "Metadata": (0, 13),
+    "OffsetCommit": (2, 9), "OffsetFetch": (1, 9), "FindCoordinator": (0, 6),
+    "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
+    "DescribeGroups": (0, 6), "ListGroups": (0, 5), "ApiVersions": (0, 4),
+    "CreateTopics": (2, 7), "DeleteTopics": (1, 6), "DeleteRecords": (0, 2),
+    "InitProducerId": (0, 5), "OffsetForLeaderEpoch": (2, 4), "AddPartitionsToTxn": (0, 5),
+    "AddOffsetsToTxn": (0, 4), "EndTxn": (0, 5), "TxnOffsetCommit": (0, 5),
+    "DescribeConfigs": (1, 4), "AlterConfigs": (0, 2), "DescribeLogDirs": (1, 4),
+    "CreatePartitions": (0, 3), "DeleteGroups": (0, 2), "IncrementalAlterConfigs": (0, 1),
+    "OffsetDelete": (0, 0), "DescribeCluster": (0, 2), "DescribeTopicPartitions": (0, 0),
+}
+
+
+def test_table_is_kafka_4_0():
+    assert {ApiKey(k).name: tuple(r) for k, r in SUPPORTED_VERSIONS.items()} == KAFKA_4_0
+
+
+def test_every_api_has_kafka_python_classes_that_cover_the_range():
+    assert set(SUPPORTED_VERSIONS) == set(API_CLASSES)
+    for key, r in SUPPORTED_VERSIONS.items():
+        request_class, response_class = API_CLASSES[key]
+        assert request_class.max_version >= r.max_version, request_class.__name__
+        assert response_class.max_version >= r.max_version, response_class.__name__
+
+
+def test_minimums_are_the_schema_baselines():
+    # kafka-python resets min_version to 0, but keeps the schema's validVersions.
+    for key, r in SUPPORTED_VERSIONS.items():
+        request_class, _ = API_CLASSES[key]
+        assert request_class.min_version == 0
+        assert request_class.valid_versions[0] == r.min_version, request_class.__name__
+
+
+def test_version_range_contains():
+    r = VersionRange(2, 5)
+    assert 2 in r and 5 in r
+    assert 1 not in r and 6 not in r and "3" not in r
+
+
+@pytest.mark.parametrize(
+    ("key", "version", "ok"),
+    [
+        (ApiKey.Produce, 2, False),
+        (ApiKey.Produce, 3, True),
+        (ApiKey.Produce, 12, True),
+        (ApiKey.Produce, 13, False),
+        (ApiKey.Fetch, 3, False),
+        (ApiKey.Fetch, 17, True),
+        (ApiKey.Fetch, 18, False),
+        (ApiKey.ApiVersions, 4, True),
+        (ApiKey.ApiVersions, 5, False),
+        (ApiKey.ApiVersions, -1, False),
+        (ApiKey.LeaderAndIsr, 0, False),
+        (999, 0, False),
+    ],
+)
+def test_is_supported(key, version, ok):
+    assert is_supported(key, version) is ok
+
+
+def test_supported_range():
+    assert supported_range(ApiKey.Metadata) == VersionRange(0, 13)
+    assert supported_range(ApiKey.SaslHandshake) is None
+
+
+def test_produce_advertised_from_zero_but_accepted_from_three():
+    assert advertised_range(ApiKey.Produce) == VersionRange(0, 12)
+    assert supported_range(ApiKey.Produce) == VersionRange(3, 12)
+    assert advertised_range(ApiKey.Fetch) == VersionRange(4, 17)
+
+
+def test_enabled_keys_always_include_apiversions_and_drop_unknown():
+    assert enabled_api_keys([ApiKey.Metadata, ApiKey.SaslHandshake, 999]) == {
+        ApiKey.Metadata,
+        ApiKey.ApiVersions,
+    }
+    assert enabled_api_keys([]) == {ApiKey.ApiVersions}
+
+
+def test_advertised_versions_sorted_and_filtered():
+    ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.LeaderAndIsr])
+    assert list(ads) == [0, 1, 18]
+    assert ads[0] == VersionRange(0, 12)
+    assert ads[18] == VersionRange(0, 4)
+    assert all(type(k) is int for k in ads)
+
+
+def test_table_is_read_only():
+    with pytest.raises(TypeError):
+        SUPPORTED_VERSIONS[ApiKey.Fetch] = VersionRange(0, 1)  # type: ignore[index]
