@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint kafka-jars bench-log clean
+.PHONY: install serve test lint kafka-jars kcat compat compat-kafka bench-log clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,19 @@ serve: install
 ## Apache Kafka's jars from Maven Central into .cache/kafka/libs.
 kafka-jars:
 	tools/kafka/fetch.sh
+
+## kcat (Debian package) for the compatibility suite.
+kcat:
+	@command -v kcat >/dev/null || { (apt-get update -qq && apt-get install -y -qq kcat) \
+	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq kcat'; }
+
+## The compatibility suite against josefk, started on a free port.
+compat: install kafka-jars kcat
+	JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 $(BIN)/pytest compat_tests $(PYTEST_ARGS)
+
+## The same suite against Apache Kafka 4.x (KRaft, from the Maven Central jars).
+compat-kafka: install kafka-jars kcat
+	JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 $(BIN)/pytest compat_tests --kafka $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

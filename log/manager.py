@@ -73,7 +73,9 @@ class LogManager:
         recovery = _read_checkpoint(log_dir / RECOVERY_POINT_FILE)
         starts = _read_checkpoint(log_dir / LOG_START_OFFSET_FILE)
         high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_FILE)
-        if not clean:
+        partition_dirs = [p for p in log_dir.iterdir() if p.is_dir()
+                          and parse_partition_dir(p.name) is not None]
+        if not clean and partition_dirs:
             logger.warning("%s was not shut down cleanly: recovering its logs", log_dir)
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import resource
+import signal
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="josefk", description="A Kafka broker in Python.")
     parser.add_argument("--version", action="version", version=f"josefk {version('josefk')}")
     commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="run a broker")
+    serve.add_argument("config", nargs="?", type=Path, help="a Kafka server.properties file")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a config, as kafka-server-start.sh --override does")
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     dump = commands.add_parser(
         "dump-log", help="print the batches of log segments and check their index files"
     )
@@ -26,8 +35,62 @@ def main(argv: list[str] | None = None) -> int:
         from josefk.log.dump import dump_files
 
         return dump_files(args.paths, print_records=args.print_records, out=sys.stdout)
+    if args.command == "serve":
+        return serve(args)
     parser.print_help()
     return 2
+
+
+def serve(args: argparse.Namespace) -> int:
+    import trio
+
+    from josefk.server.broker import Broker
+    from josefk.server.config import ConfigError, load_config
+
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"josefk: --override needs KEY=VALUE, not {item!r}", file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value.strip()
+    try:
+        config = load_config(args.config, overrides)
+    except (ConfigError, OSError) as e:
+        print(f"josefk: {e}", file=sys.stderr)
+        return 2
+    raise_fd_limit()
+    trio.run(_run, Broker(config))
+    return 0
+
+
+async def _run(broker: object) -> None:
+    import trio
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_on_signal, nursery.cancel_scope)
+        await broker.serve()  # type: ignore[attr-defined]
+        nursery.cancel_scope.cancel()
+
+
+async def _cancel_on_signal(scope: object) -> None:
+    import trio
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            logging.getLogger("josefk").info("%s received: shutting down",
+                                             signal.Signals(signum).name)
+            scope.cancel()  # type: ignore[attr-defined]
+            return
+
+
+def raise_fd_limit() -> None:
+    """Segments and index maps each hold a descriptor: use all the process may have."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 if __name__ == "__main__":

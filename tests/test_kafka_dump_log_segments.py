@@ -6,9 +6,7 @@ them the test skips, unless ``JOSEFK_REQUIRE_KAFKA=1`` (set by ``make test``) ma
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import struct
 import subprocess
 import time
@@ -17,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import require_kafka_jars
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.log.config import LogConfig
@@ -83,16 +82,8 @@ class Batch:
 
 def kafka_dump_class() -> str:
     """The DumpLogSegments class in the fetched jars; skips (or fails) without them."""
+    require_kafka_jars()
     jars = sorted(KAFKA_LIBS.glob("*.jar"))
-    missing = None
-    if not jars:
-        missing = f"no Apache Kafka jars in {KAFKA_LIBS} (run tools/kafka/fetch.sh)"
-    elif shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        missing = "no java on PATH to run Apache Kafka's tools"
-    if missing:
-        if os.environ.get("JOSEFK_REQUIRE_KAFKA") == "1":
-            pytest.fail(missing + " and JOSEFK_REQUIRE_KAFKA=1")
-        pytest.skip(missing)
     for jar in jars:
         with zipfile.ZipFile(jar) as zf:
             names = set(zf.namelist())

@@ -2,12 +2,13 @@
 # Start Apache Kafka (jars from tools/kafka/fetch.sh) as one KRaft node that is
 # both broker and controller, in the foreground:
 #
-#   tools/kafka/start-kraft.sh DATA_DIR PORT [CONTROLLER_PORT]
+#   tools/kafka/start-kraft.sh DATA_DIR PORT [--override KEY=VALUE ...]
 #
 # Clients connect to PLAINTEXT://127.0.0.1:PORT. DATA_DIR is the broker's
 # log.dirs (partition directories <topic>-<partition>/ appear directly in it).
-# The controller listens on 127.0.0.1:CONTROLLER_PORT: the given one, else the
-# one of the previous run on DATA_DIR, else a free port.
+# The controller listens on 127.0.0.1:$CONTROLLER_PORT if that is set, else on
+# the port of the previous run on DATA_DIR, else on a free port. Any
+# --override KEY=VALUE goes to kafka.Kafka and wins over the file.
 #
 # The configuration is tools/kafka/server.properties plus the per-run lines,
 # written to DATA_DIR/kraft-server.properties. A DATA_DIR without
@@ -22,12 +23,13 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-if [[ $# -lt 2 || $# -gt 3 ]]; then
-    echo "usage: $0 DATA_DIR PORT [CONTROLLER_PORT]" >&2
+if [[ $# -lt 2 ]]; then
+    echo "usage: $0 DATA_DIR PORT [--override KEY=VALUE ...]" >&2
     exit 2
 fi
 data_dir="$1"
 port="$2"
+shift 2
 mkdir -p "$data_dir"
 data_dir="$(cd "$data_dir" && pwd)"
 config="$data_dir/kraft-server.properties"
@@ -36,7 +38,7 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-controller_port="${3:-}"
+controller_port="${CONTROLLER_PORT:-}"
 if [[ -z "$controller_port" && -f "$config" ]]; then
     controller_port="$(sed -n 's/^controller\.quorum\.voters=1@127\.0\.0\.1:\([0-9]*\)$/\1/p' "$config")"
 fi
@@ -72,4 +74,4 @@ if [[ ! -f "$data_dir/meta.properties" ]]; then
 fi
 
 export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx1g}"
-exec "$here/run-class.sh" kafka.Kafka "$config"
+exec "$here/run-class.sh" kafka.Kafka "$config" "$@"

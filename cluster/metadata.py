@@ -1,0 +1,518 @@
+"""Cluster metadata: which topics exist, their ids, replica assignments and config overrides.
+
+`MetadataStore` is the interface the broker codes against; `LocalMetadataStore` is
+the single-broker implementation that keeps everything (and the cluster id) in one
+JSON file in the first log dir. A ZooKeeper-backed store (Kafka's znode layout) will
+implement the same interface.
+
+Errors mirror what Kafka's controller answers (``ReplicationControlManager``), each
+carrying the Kafka error code. Replica placement is Kafka's rack-unaware
+``AdminUtils.assignReplicasToBrokers``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+from josefk.log.checkpoint import write_atomic
+from josefk.log.partition_metadata import kafka_uuid_str, parse_kafka_uuid, random_kafka_uuid
+
+METADATA_FILE = "__josefk_metadata.json"
+METADATA_FILE_VERSION = 1
+MAX_TOPIC_NAME_LENGTH = 249
+INT32_MAX = (1 << 31) - 1
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+ConfigValidator = Callable[[Mapping[str, str]], None]
+"""Checks a topic's complete set of config overrides; raises ValueError if invalid."""
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+class ClusterError(Exception):
+    """A refused metadata change; ``error_code`` is the Kafka error code to answer with."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+
+class UnknownTopicError(ClusterError):
+    error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+class InvalidTopicError(ClusterError):
+    error_code = 17  # INVALID_TOPIC_EXCEPTION
+
+
+class TopicExistsError(ClusterError):
+    error_code = 36  # TOPIC_ALREADY_EXISTS
+
+
+class InvalidPartitionsError(ClusterError):
+    error_code = 37  # INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(ClusterError):
+    error_code = 38  # INVALID_REPLICATION_FACTOR
+
+
+class InvalidReplicaAssignmentError(ClusterError):
+    error_code = 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+class InvalidConfigError(ClusterError):
+    error_code = 40  # INVALID_CONFIG
+
+
+class MetadataCorruptError(ValueError):
+    """The store's file exists but cannot be read back."""
+
+
+class InconsistentClusterIdError(ValueError):
+    """The log dir belongs to another cluster (Kafka's InconsistentClusterIdException)."""
+
+
+# --- model -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A topic: ``partitions[p]`` lists partition p's replica broker ids, preferred leader
+    first, for p = 0, 1, ...; ``configs`` are its topic-config overrides. Immutable."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, tuple[int, ...]]
+    configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, name: str, topic_id: uuid.UUID, replicas: Iterable[Iterable[int]],
+           configs: Mapping[str, str] | None = None) -> Topic:
+        """A topic whose partition p has the p-th replica list."""
+        return cls(name, topic_id,
+                   MappingProxyType({p: tuple(r) for p, r in enumerate(replicas)}),
+                   MappingProxyType(dict(configs or {})))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.topic_id))
+
+    @property
+    def replicas(self) -> list[tuple[int, ...]]:
+        """The replica lists in partition order."""
+        return [self.partitions[p] for p in range(len(self.partitions))]
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0]) if self.partitions else 0
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``; InvalidTopicError if ``name`` is not a legal topic name."""
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than "
+                                f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}")
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(f'Topic name "{name}" is illegal, it contains a character other '
+                                "than ASCII alphanumerics, '.', '_' and '-'")
+
+
+def unify_collision_chars(name: str) -> str:
+    """Kafka's ``Topic.unifyCollisionChars``: names equal under this collide in metric names."""
+    return name.replace(".", "_")
+
+
+class _Rng(Protocol):
+    def randrange(self, stop: int, /) -> int: ...
+
+
+def assign_replicas(broker_ids: Iterable[int], num_partitions: int, replication_factor: int,
+                    start_index: int | None = None, rng: _Rng = random, *,
+                    start_partition_id: int = 0) -> list[list[int]]:
+    """Kafka's rack-unaware replica assignment over the sorted ``broker_ids``.
+
+    Partition ``start_partition_id``'s first replica is the broker at ``start_index``
+    (random if None); each later partition's first replica is the next broker; the
+    followers come after the first replica at a shift that also starts at
+    ``start_index`` (or at random) and grows by one each time the partitions have
+    gone once round the brokers. Returns the replica lists of the ``num_partitions``
+    partitions from ``start_partition_id`` on.
+    """
+    brokers = sorted(broker_ids)
+    n = len(brokers)
+    if len(set(brokers)) != n:
+        raise ValueError(f"duplicate broker ids in {brokers}")
+    if num_partitions <= 0:
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    if replication_factor > n:
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    first = start_index if start_index is not None and start_index >= 0 else rng.randrange(n)
+    shift = start_index if start_index is not None and start_index >= 0 else rng.randrange(n)
+    result = []
+    for partition in range(max(0, start_partition_id), max(0, start_partition_id) + num_partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        leader = (partition + first) % n
+        replicas = [brokers[leader]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(leader + 1 + (shift + j) % (n - 1)) % n])
+        result.append(replicas)
+    return result
+
+
+# --- the interface -----------------------------------------------------------------------
+
+
+class MetadataStore(ABC):
+    """Where the cluster's topics live. Changes raise a `ClusterError` subclass when
+    refused and are durable when they return."""
+
+    @property
+    @abstractmethod
+    def cluster_id(self) -> str:
+        """The cluster id (Kafka's 22-character form), stable across restarts."""
+
+    @abstractmethod
+    def brokers(self) -> list[BrokerInfo]:
+        """The live brokers, by node id."""
+
+    @abstractmethod
+    def topics(self) -> list[Topic]:
+        """Every topic, sorted by name."""
+
+    @abstractmethod
+    def get(self, name: str) -> Topic | None: ...
+
+    @abstractmethod
+    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None: ...
+
+    @abstractmethod
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
+                     | None = None,
+                     configs: Mapping[str, str] | None = None,
+                     validate_only: bool = False) -> Topic:
+        """CreateTopics for one topic. ``num_partitions`` / ``replication_factor`` of -1
+        take the store's defaults; with a manual ``assignment`` (replica lists by
+        partition) both must be -1. ``validate_only`` checks everything, changes nothing
+        and returns the topic that would have been created."""
+
+    @abstractmethod
+    def delete_topic(self, name: str) -> Topic:
+        """Remove a topic; returns what it was. UnknownTopicError if there is none."""
+
+    @abstractmethod
+    def create_partitions(self, name: str, new_total: int,
+                          assignment: Sequence[Sequence[int]] | None = None,
+                          validate_only: bool = False) -> Topic:
+        """Grow a topic to ``new_total`` partitions; ``assignment`` lists the replicas of
+        the new partitions only."""
+
+    @abstractmethod
+    def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
+                            delete: Iterable[str] = (),
+                            validate_only: bool = False) -> Topic:
+        """Set and remove config overrides (IncrementalAlterConfigs); the resulting
+        overrides are validated as a whole."""
+
+
+# --- the local implementation ------------------------------------------------------------
+
+
+class LocalMetadataStore(MetadataStore):
+    """One broker's metadata, persisted in ``<log_dir>/__josefk_metadata.json``.
+
+    The file name has no ``-<partition>`` suffix, so it is never a partition directory.
+    Opening creates ``log_dir`` and the file (with a new random cluster id, unless
+    ``cluster_id`` is given); an existing file must hold the same ``cluster_id`` if one is
+    given. Every change is written (atomically) before it becomes visible. ``broker``
+    is what `brokers` reports; assign a new BrokerInfo once the listener's port is known.
+    """
+
+    def __init__(self, log_dir: Path, broker: BrokerInfo, *,
+                 validate_configs: ConfigValidator | None = None,
+                 cluster_id: str | None = None,
+                 default_num_partitions: int = 1, default_replication_factor: int = 1,
+                 rng: _Rng = random) -> None:
+        self.path = Path(log_dir) / METADATA_FILE
+        self.broker = broker
+        self.validate_configs = validate_configs
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.rng = rng
+        self._topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        loaded = _load(self.path)
+        if loaded is None:
+            self._cluster_id = cluster_id or kafka_uuid_str(random_kafka_uuid())
+            self._commit({})
+            return
+        stored_id, topics = loaded
+        if cluster_id is not None and cluster_id != stored_id:
+            raise InconsistentClusterIdError(
+                f"The cluster id {cluster_id} doesn't match the stored one ({stored_id}) "
+                f"in {self.path}")
+        self._cluster_id = stored_id
+        self._topics = topics
+        self._by_id = {t.topic_id: t for t in topics.values()}
+
+    # reads
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self.broker]
+
+    def topics(self) -> list[Topic]:
+        return [self._topics[name] for name in sorted(self._topics)]
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    # changes
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
+                     | None = None,
+                     configs: Mapping[str, str] | None = None,
+                     validate_only: bool = False) -> Topic:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        unified = unify_collision_chars(name)
+        for other in self._topics:
+            if unify_collision_chars(other) == unified:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+        configs = dict(configs or {})
+        self._check_configs(configs)
+        if assignment is not None and len(assignment) > 0:
+            replicas = self._manual_assignment(assignment, num_partitions, replication_factor)
+        else:
+            replicas = self._placed(num_partitions, replication_factor)
+        topic = Topic.of(name, self._new_topic_id(), replicas, configs)
+        if not validate_only:
+            self._commit({**self._topics, name: topic})
+        return topic
+
+    def delete_topic(self, name: str) -> Topic:
+        topic = self._existing(name)
+        self._commit({n: t for n, t in self._topics.items() if n != name})
+        return topic
+
+    def create_partitions(self, name: str, new_total: int,
+                          assignment: Sequence[Sequence[int]] | None = None,
+                          validate_only: bool = False) -> Topic:
+        topic = self._existing(name)
+        current = topic.num_partitions
+        if new_total == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+        if new_total < current:
+            raise InvalidPartitionsError(f"The topic {name} currently has {current} partition(s); "
+                                         f"{new_total} would not be an increase.")
+        if new_total > INT32_MAX:
+            raise InvalidPartitionsError(f"Number of partitions {new_total} is too large.")
+        added = new_total - current
+        rf = topic.replication_factor
+        if assignment is not None:
+            if len(assignment) != added:
+                raise InvalidReplicaAssignmentError(
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(assignment)} assignment(s) were specified.")
+            new = tuple(self._checked_replicas(r, rf) for r in assignment)
+        else:
+            # As Kafka's addPartitions: start at partition 0's first replica (or the next id).
+            brokers = self._broker_ids()
+            start = next((i for i, b in enumerate(brokers) if b >= topic.replicas[0][0]), 0)
+            new = tuple(tuple(r) for r in _place(brokers, added, rf, start, self.rng,
+                                                 start_partition_id=current))
+        grown = Topic.of(topic.name, topic.topic_id, topic.replicas + list(new), topic.configs)
+        if not validate_only:
+            self._commit({**self._topics, name: grown})
+        return grown
+
+    def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
+                            delete: Iterable[str] = (),
+                            validate_only: bool = False) -> Topic:
+        topic = self._existing(name)
+        configs = {**topic.configs, **(set or {})}
+        for key in delete:
+            configs.pop(key, None)
+        self._check_configs(configs)
+        altered = Topic(topic.name, topic.topic_id, topic.partitions, MappingProxyType(configs))
+        if not validate_only:
+            self._commit({**self._topics, name: altered})
+        return altered
+
+    # helpers
+
+    def _existing(self, name: str) -> Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"Unable to locate the topic {name}")
+        return topic
+
+    def _broker_ids(self) -> list[int]:
+        return sorted(b.node_id for b in self.brokers())
+
+    def _check_configs(self, configs: Mapping[str, str]) -> None:
+        if self.validate_configs is None:
+            return
+        try:
+            self.validate_configs(configs)
+        except ValueError as e:
+            raise InvalidConfigError(str(e)) from e
+
+    def _placed(self, num_partitions: int, replication_factor: int) -> tuple[tuple[int, ...], ...]:
+        if replication_factor < -1 or replication_factor == 0:
+            raise InvalidReplicationFactorError(
+                "Replication factor must be larger than 0, or -1 to use the default value.")
+        if num_partitions < -1 or num_partitions == 0:
+            raise InvalidPartitionsError(
+                "Number of partitions was set to an invalid non-positive value.")
+        if num_partitions > INT32_MAX:
+            raise InvalidPartitionsError(f"Number of partitions {num_partitions} is too large.")
+        partitions = self.default_num_partitions if num_partitions == -1 else num_partitions
+        rf = self.default_replication_factor if replication_factor == -1 else replication_factor
+        return tuple(tuple(r) for r in _place(self._broker_ids(), partitions, rf, None, self.rng))
+
+    def _manual_assignment(self, assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]],
+                           num_partitions: int, replication_factor: int
+                           ) -> tuple[tuple[int, ...], ...]:
+        if replication_factor != -1:
+            raise InvalidReplicationFactorError("A manual partition assignment was specified, "
+                                                "but replication factor was not set to -1.")
+        if num_partitions != -1:
+            raise InvalidPartitionsError("A manual partition assignment was specified, "
+                                         "but numPartitions was not set to -1.")
+        if isinstance(assignment, Mapping):
+            if sorted(assignment) != list(range(len(assignment))):
+                raise InvalidReplicaAssignmentError(
+                    "partitions should be a consecutive 0-based integer sequence")
+            lists = [assignment[p] for p in range(len(assignment))]
+        else:
+            lists = list(assignment)
+        rf: int | None = None
+        result = []
+        for replicas in lists:
+            result.append(self._checked_replicas(replicas, rf))
+            rf = len(replicas)
+        return tuple(result)
+
+    def _checked_replicas(self, replicas: Sequence[int], rf: int | None) -> tuple[int, ...]:
+        """Kafka's ``validateManualPartitionAssignment``."""
+        if not replicas:
+            raise InvalidReplicaAssignmentError(
+                "The manual partition assignment includes an empty replica list.")
+        live = set(self._broker_ids())
+        seen: set[int] = set()
+        for broker in sorted(replicas):
+            if broker not in live:
+                raise InvalidReplicaAssignmentError(
+                    f"The manual partition assignment includes broker {broker}, but no such "
+                    "broker is registered.")
+            if broker in seen:
+                raise InvalidReplicaAssignmentError(
+                    f"The manual partition assignment includes the broker {broker} more than "
+                    "once.")
+            seen.add(broker)
+        if rf is not None and len(replicas) != rf:
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                f"replica(s), but this is not consistent with previous partitions, which have "
+                f"{rf} replica(s).")
+        return tuple(replicas)
+
+    def _new_topic_id(self) -> uuid.UUID:
+        while True:
+            topic_id = random_kafka_uuid()
+            if topic_id not in self._by_id:
+                return topic_id
+
+    def _commit(self, topics: dict[str, Topic]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, _dump(self._cluster_id, topics))
+        self._topics = topics
+        self._by_id = {t.topic_id: t for t in topics.values()}
+
+
+def _place(brokers: list[int], num_partitions: int, replication_factor: int,
+           start_index: int | None, rng: _Rng, *, start_partition_id: int = 0) -> list[list[int]]:
+    """assign_replicas with Kafka's controller wording for too few brokers."""
+    if replication_factor > len(brokers):
+        raise InvalidReplicationFactorError(
+            f"Unable to replicate the partition {replication_factor} time(s): The target "
+            f"replication factor of {replication_factor} cannot be reached because only "
+            f"{len(brokers)} broker(s) are registered.")
+    return assign_replicas(brokers, num_partitions, replication_factor, start_index, rng,
+                           start_partition_id=start_partition_id)
+
+
+def _dump(cluster_id: str, topics: Mapping[str, Topic]) -> bytes:
+    doc = {
+        "version": METADATA_FILE_VERSION,
+        "cluster_id": cluster_id,
+        "topics": [
+            {"name": t.name, "topic_id": kafka_uuid_str(t.topic_id),
+             "partitions": [list(r) for r in t.replicas],
+             "configs": dict(sorted(t.configs.items()))}
+            for t in sorted(topics.values(), key=lambda t: t.name)
+        ],
+    }
+    return (json.dumps(doc, indent=1) + "\n").encode()
+
+
+def _load(path: Path) -> tuple[str, dict[str, Topic]] | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(data)
+        if doc["version"] != METADATA_FILE_VERSION:
+            raise ValueError(f"unknown version {doc['version']!r}")
+        topics = {}
+        for entry in doc["topics"]:
+            name = entry["name"]
+            replicas = tuple(tuple(int(b) for b in r) for r in entry["partitions"])
+            configs = {str(k): str(v) for k, v in entry["configs"].items()}
+            if not isinstance(name, str) or name in topics or not replicas:
+                raise ValueError(f"bad topic entry {entry!r}")
+            topics[name] = Topic.of(name, parse_kafka_uuid(entry["topic_id"]), replicas, configs)
+        cluster_id = doc["cluster_id"]
+        if not isinstance(cluster_id, str) or not cluster_id:
+            raise ValueError(f"bad cluster id {cluster_id!r}")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise MetadataCorruptError(f"{path}: {e}") from e
+    return cluster_id, topics

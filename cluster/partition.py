@@ -1,0 +1,97 @@
+"""A partition replica hosted by this broker: its log, leadership and ISR."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from josefk.log.log import AppendInfo, Log
+from josefk.protocol.record_batch import iter_batches
+
+NONE = 0
+NOT_ENOUGH_REPLICAS = 19
+INVALID_RECORD = 87
+INVALID_REQUIRED_ACKS = 21
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+
+
+class PartitionError(Exception):
+    """A request on a partition that Kafka answers with ``error_code``."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass
+class Partition:
+    """One replica of ``topic``-``index`` on this broker.
+
+    The high watermark is the minimum log end offset over the ISR; with this
+    broker alone in the ISR it follows every append.
+    """
+
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    log: Log
+    node_id: int
+    replicas: list[int]
+    isr: list[int] = field(default_factory=list)
+    leader_epoch: int = 0
+    on_data: Callable[[Partition], None] = lambda _p: None
+
+    def __post_init__(self) -> None:
+        if not self.isr:
+            self.isr = [self.node_id]
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.replicas) and self.leader_id == self.node_id
+
+    @property
+    def leader_id(self) -> int:
+        return self.isr[0] if self.isr else -1
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    def check_leader_epoch(self, requested: int) -> None:
+        """Fence a client with a newer or older view of the leader epoch (KIP-320)."""
+        if requested < 0 or requested == self.leader_epoch:
+            return
+        if requested > self.leader_epoch:
+            raise PartitionError(UNKNOWN_LEADER_EPOCH,
+                                 f"leader epoch {requested} is newer than {self.leader_epoch}")
+        raise PartitionError(FENCED_LEADER_EPOCH,
+                             f"leader epoch {requested} is older than {self.leader_epoch}")
+
+    def append_records(self, records: bytes | bytearray, required_acks: int) -> AppendInfo:
+        """Append a producer's records as leader; raises RecordBatchError or PartitionError."""
+        if required_acks not in (-1, 0, 1):
+            raise PartitionError(INVALID_REQUIRED_ACKS, f"acks={required_acks} is not 0, 1 or -1")
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise PartitionError(NOT_ENOUGH_REPLICAS,
+                                 f"{len(self.isr)} in-sync replicas, min.insync.replicas="
+                                 f"{min_isr}")
+        if sum(1 for _ in iter_batches(records)) != 1:
+            # Produce v3+ carries exactly one batch per partition, as Kafka requires.
+            raise PartitionError(INVALID_RECORD, "a produce request must hold exactly one "
+                                                 "record batch per partition")
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        self.maybe_advance_high_watermark()
+        return info
+
+    def maybe_advance_high_watermark(self) -> None:
+        if self.isr == [self.node_id] and self.log.high_watermark < self.log.log_end_offset:
+            self.log.high_watermark = self.log.log_end_offset
+            self.on_data(self)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The read_committed limit; without open transactions, the high watermark."""
+        return self.log.high_watermark

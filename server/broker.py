@@ -1,0 +1,212 @@
+"""The broker: listeners, request dispatch, partitions and background work."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+from kafka.protocol.api_key import ApiKey
+
+from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, Topic
+from josefk.cluster.partition import Partition
+from josefk.log.config import LogConfig
+from josefk.log.manager import LogManager
+from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
+from josefk.protocol.messages import Request, encode_response
+from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
+from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
+from josefk.server.connection import Connection
+from josefk.server.handlers import Handler, api_versions, fetch, list_offsets, produce
+from josefk.server.handlers import metadata as metadata_api
+from josefk.server.handlers import topics as topics_api
+from josefk.server.purgatory import Purgatory
+from josefk.server.zero_copy import Part
+
+logger = logging.getLogger(__name__)
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.ApiVersions: api_versions.handle,
+    ApiKey.Metadata: metadata_api.handle,
+    ApiKey.Produce: produce.handle,
+    ApiKey.Fetch: fetch.handle,
+    ApiKey.ListOffsets: list_offsets.handle,
+    ApiKey.CreateTopics: topics_api.handle_create,
+}
+
+
+class Broker:
+    """One josefk broker process: owns the log manager, the metadata store and the sockets."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.handlers: dict[int, Handler] = {int(k): v for k, v in HANDLERS.items()}
+        self.enabled = enabled_api_keys(self.handlers)
+        self.advertised_versions: dict[int, VersionRange] = advertised_versions(self.handlers)
+        self.log_manager = LogManager(config.log_dirs, self.log_config_for)
+        host, port = self._advertised_listener()
+        self.store = LocalMetadataStore(
+            config.log_dirs[0], BrokerInfo(self.node_id, host, port),
+            validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
+            cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.purgatory = Purgatory()
+        self.cluster_id = self.store.cluster_id
+        self.bound_ports: list[int] = []
+        self._connections = 0
+
+    # --- topics and partitions ----------------------------------------------------
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        stored = self.store.get(topic)
+        return self.config.log_config(stored.configs if stored else {})
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.store.get_by_id(topic_id)
+        return topic.name if topic else None
+
+    def open_partitions(self, topic: Topic) -> None:
+        """Create or load the logs of every partition of ``topic`` placed on this broker."""
+        config = self.log_config_for(topic.name)
+        for index, replicas in topic.partitions.items():
+            if self.node_id not in replicas or (topic.name, index) in self.partitions:
+                continue
+            log = self.log_manager.get_or_create_log(topic.name, index, config)
+            if read_partition_metadata(log.directory) != topic.topic_id:
+                write_partition_metadata(log.directory, topic.topic_id)
+            self.partitions[(topic.name, index)] = Partition(
+                topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
+                node_id=self.node_id, replicas=list(replicas), on_data=self._on_data)
+
+    def close_partitions(self, name: str) -> None:
+        for key in [k for k in self.partitions if k[0] == name]:
+            del self.partitions[key]
+            self.log_manager.delete_log(*key)
+            self.purgatory.notify(key)
+
+    def reconfigure(self, name: str) -> None:
+        """Apply a topic's changed configs to its open logs."""
+        config = self.log_config_for(name)
+        for (topic, _), partition in self.partitions.items():
+            if topic == name:
+                partition.log.config = config
+
+    def _advertised_listener(self) -> tuple[str, int]:
+        listener = (self.config.advertised_listeners or self.config.listeners)[0]
+        return listener.host or "127.0.0.1", listener.port
+
+    def advertised_endpoint(self) -> tuple[str, int]:
+        """The host and port clients are told to connect to (first advertised listener)."""
+        return self.store.broker.host, self.store.broker.port
+
+    def describe_topic_configs(self, name: str, overrides: Mapping[str, str]) -> list[Any]:
+        return topic_config_entries(overrides, self.config)
+
+    def _on_data(self, partition: Partition) -> None:
+        self.purgatory.notify((partition.topic, partition.index))
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     assignment: dict[int, list[int]] | None = None,
+                     configs: dict[str, str] | None = None, validate_only: bool = False
+                     ) -> Topic:
+        topic = self.store.create_topic(name, num_partitions, replication_factor,
+                                        assignment=assignment, configs=configs,
+                                        validate_only=validate_only)
+        if not validate_only:
+            self.open_partitions(topic)
+        return topic
+
+    # --- requests -----------------------------------------------------------------------
+
+    async def dispatch(self, request: Request) -> list[Part] | None:
+        result: Any = await self.handlers[request.api_key](self, request)
+        if result is None:
+            return None
+        if isinstance(result, list):
+            return result
+        return [encode_response(request.api_key, request.api_version, request.correlation_id,
+                                result)]
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self.log_manager.startup()
+        for topic in self.store.topics():
+            self.open_partitions(topic)
+        logger.info("broker %d loaded %d partitions from %s", self.node_id,
+                    len(self.partitions), ", ".join(map(str, self.config.log_dirs)))
+
+    async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled, then shut down cleanly (flush, checkpoints, marker)."""
+        await trio.to_thread.run_sync(self.startup)
+        try:
+            async with trio.open_nursery() as nursery:
+                for listener in self.config.listeners:
+                    listeners = await trio.open_tcp_listeners(listener.port,
+                                                              host=listener.bind_host)
+                    for sock_listener in listeners:
+                        self.bound_ports.append(sock_listener.socket.getsockname()[1])
+                        nursery.start_soon(self._accept, sock_listener, nursery)
+                host, port = self._advertised_listener()
+                # Port 0 binds an ephemeral port: advertise the one we got.
+                self.store.broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0])
+                nursery.start_soon(self._background)
+                logger.info("josefk broker %d serving on %s (advertised %s:%d)", self.node_id,
+                            ", ".join(map(str, self.config.listeners)), *self.advertised_endpoint())
+                task_status.started(self)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.shutdown)
+
+    async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        async with listener:
+            while True:
+                stream = await listener.accept()
+                if self._connections >= self.config.max_connections:
+                    logger.warning("max.connections %d reached; refusing a connection",
+                                   self.config.max_connections)
+                    await stream.aclose()
+                    continue
+                nursery.start_soon(self._serve_connection, stream)
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+        self._connections += 1
+        try:
+            connection = Connection(stream, self.dispatch, self.enabled,
+                                    self.config.socket_request_max_bytes,
+                                    self.config.connections_max_idle_ms / 1000)
+            await connection.serve()
+        finally:
+            self._connections -= 1
+
+    async def _background(self) -> None:
+        """Retention, flush policy and checkpoints, each on Kafka's schedule."""
+        config = self.config
+        retention_every = config.log_retention_check_interval_ms / 1000
+        checkpoint_every = config.log_flush_offset_checkpoint_interval_ms / 1000
+        next_retention = trio.current_time() + retention_every
+        next_checkpoint = trio.current_time() + checkpoint_every
+        while True:
+            await trio.sleep(1)
+            now = trio.current_time()
+            for log in self.log_manager.logs_needing_flush():
+                await trio.to_thread.run_sync(log.flush)
+            if now >= next_retention:
+                self.log_manager.enforce_retention()
+                next_retention = now + retention_every
+            if now >= next_checkpoint:
+                await trio.to_thread.run_sync(self.log_manager.checkpoint)
+                next_checkpoint = now + checkpoint_every
+
+    def shutdown(self) -> None:
+        logger.info("broker %d shutting down: flushing logs and writing checkpoints",
+                    self.node_id)
+        self.log_manager.shutdown()
+        self.partitions.clear()

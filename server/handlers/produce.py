@@ -1,0 +1,76 @@
+"""Produce: append each partition's record batch as leader."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.producer import ProduceResponse
+
+from josefk.cluster.partition import PartitionError
+from josefk.protocol.messages import Request
+from josefk.protocol.record_batch import RecordBatchError
+from josefk.server.connection import CloseConnection
+from josefk.server.handlers import Response
+
+if TYPE_CHECKING:
+    from josefk.server.broker import Broker
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+CORRUPT_MESSAGE = 2
+
+logger = logging.getLogger(__name__)
+
+TopicResp = ProduceResponse.TopicProduceResponse
+PartitionResp = TopicResp.PartitionProduceResponse
+
+
+async def handle(broker: Broker, request: Request) -> Response:
+    body = request.body
+    topics = []
+    failed = False
+    for topic_data in body.topic_data:
+        partitions = []
+        for data in topic_data.partition_data:
+            fields = _append(broker, topic_data.name, data.index, data.records, body.acks)
+            failed = failed or fields["error_code"] != 0
+            partitions.append(PartitionResp(**fields))
+        topics.append(TopicResp(name=topic_data.name, partition_responses=partitions))
+    if body.acks == 0:
+        if failed:
+            # The producer reads no response; Kafka drops the connection so it
+            # refreshes its metadata and notices.
+            raise CloseConnection("acks=0 produce failed")
+        return None
+    return {"responses": topics, "throttle_time_ms": 0}
+
+
+def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks: int
+            ) -> dict[str, Any]:
+    result: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1,
+                              "log_append_time_ms": -1, "log_start_offset": -1,
+                              "record_errors": [], "error_message": None}
+    partition = broker.partition(topic, index)
+    if partition is None:
+        result["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+        return result
+    if not partition.is_leader:
+        result["error_code"] = NOT_LEADER_OR_FOLLOWER
+        return result
+    if not records:
+        result["error_code"] = CORRUPT_MESSAGE
+        result["error_message"] = "no records"
+        return result
+    try:
+        info = partition.append_records(records, acks)
+    except (RecordBatchError, PartitionError) as e:
+        logger.info("produce to %s-%d rejected: %s", topic, index, e)
+        result["error_code"] = e.error_code
+        result["error_message"] = str(e)
+        result["log_start_offset"] = partition.log.log_start_offset
+        return result
+    result["base_offset"] = info.first_offset
+    result["log_append_time_ms"] = info.log_append_time
+    result["log_start_offset"] = info.log_start_offset
+    return result
