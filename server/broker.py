@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import trio
-from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, Topic
 from josefk.cluster.partition import Partition
@@ -19,22 +18,24 @@ from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
 from josefk.server.connection import Connection
-from josefk.server.handlers import Handler, api_versions, fetch, list_offsets, produce
-from josefk.server.handlers import metadata as metadata_api
-from josefk.server.handlers import topics as topics_api
+from josefk.server.handlers import (
+    Handler,
+    api_versions,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+    topics,
+)
 from josefk.server.purgatory import Purgatory
 from josefk.server.zero_copy import Part
 
 logger = logging.getLogger(__name__)
 
-HANDLERS: dict[int, Handler] = {
-    ApiKey.ApiVersions: api_versions.handle,
-    ApiKey.Metadata: metadata_api.handle,
-    ApiKey.Produce: produce.handle,
-    ApiKey.Fetch: fetch.handle,
-    ApiKey.ListOffsets: list_offsets.handle,
-    ApiKey.CreateTopics: topics_api.handle_create,
-}
+# Each module maps the api keys it serves to its handlers in HANDLERS.
+HANDLER_MODULES = [api_versions, metadata, produce, fetch, list_offsets, topics]
+HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
+                                for key, handler in module.HANDLERS.items()}
 
 
 class Broker:
@@ -43,7 +44,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.handlers: dict[int, Handler] = {int(k): v for k, v in HANDLERS.items()}
+        self.handlers: dict[int, Handler] = dict(HANDLERS)
         self.enabled = enabled_api_keys(self.handlers)
         self.advertised_versions: dict[int, VersionRange] = advertised_versions(self.handlers)
         self.log_manager = LogManager(config.log_dirs, self.log_config_for)

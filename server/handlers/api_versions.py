@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafka.protocol.api_key import ApiKey
+
 from josefk.protocol.messages import Request, api_versions_response
 from josefk.server.handlers import Response
 
@@ -13,3 +15,6 @@ if TYPE_CHECKING:
 
 async def handle(broker: Broker, request: Request) -> Response:
     return api_versions_response(request.api_version, broker.advertised_versions)
+
+
+HANDLERS = {ApiKey.ApiVersions: handle}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
 from josefk.cluster.partition import PartitionError
@@ -171,3 +172,6 @@ def _encode(request: Request, reads: list[PartitionRead]) -> Response:
         for region in regions.values():
             region.close()
         raise
+
+
+HANDLERS = {ApiKey.Fetch: handle}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
 from josefk.cluster.partition import Partition, PartitionError
@@ -82,3 +83,6 @@ def offset_for(partition: Partition, timestamp: int, read_committed: bool
 
 def _error(code: int) -> dict[str, Any]:
     return {"error_code": code, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+
+
+HANDLERS = {ApiKey.ListOffsets: handle}

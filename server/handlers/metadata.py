@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
 from josefk.cluster.metadata import ClusterError, Topic
@@ -81,3 +82,6 @@ def _describe(broker: Broker, topic: Topic) -> Any:
 def _error(code: int, name: str | None, topic_id: uuid.UUID | None = None) -> Any:
     return TopicResp(error_code=code, name=name, topic_id=topic_id or ZERO_UUID,
                      is_internal=False, partitions=[])
+
+
+HANDLERS = {ApiKey.Metadata: handle}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from josefk.cluster.partition import PartitionError
@@ -74,3 +75,6 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks:
     result["log_append_time_ms"] = info.log_append_time
     result["log_start_offset"] = info.log_start_offset
     return result
+
+
+HANDLERS = {ApiKey.Produce: handle}

@@ -7,6 +7,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.metadata import ClusterError
 from josefk.protocol.messages import Request
@@ -51,3 +52,6 @@ def _result(name: str, code: int, message: str) -> Any:
     return CreateResult(name=name, topic_id=ZERO_UUID, error_code=code, error_message=message,
                         topic_config_error_code=0, num_partitions=-1, replication_factor=-1,
                         configs=[])
+
+
+HANDLERS = {ApiKey.CreateTopics: handle_create}
