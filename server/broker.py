@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
@@ -59,6 +59,9 @@ class Broker:
         self.cluster_id = self.store.cluster_id
         self.bound_ports: list[int] = []
         self._connections = 0
+        # Coordinators plug in here: run after the logs load / for the broker's lifetime.
+        self.startup_hooks: list[Callable[[], None]] = []
+        self.background_tasks: list[Callable[[], Awaitable[None]]] = []
 
     # --- topics and partitions ----------------------------------------------------
 
@@ -141,6 +144,8 @@ class Broker:
         self.log_manager.startup()
         for topic in self.store.topics():
             self.open_partitions(topic)
+        for hook in self.startup_hooks:
+            hook()
         logger.info("broker %d loaded %d partitions from %s", self.node_id,
                     len(self.partitions), ", ".join(map(str, self.config.log_dirs)))
 
@@ -159,6 +164,8 @@ class Broker:
                 # Port 0 binds an ephemeral port: advertise the one we got.
                 self.store.broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0])
                 nursery.start_soon(self._background)
+                for task in self.background_tasks:
+                    nursery.start_soon(task)
                 logger.info("josefk broker %d serving on %s (advertised %s:%d)", self.node_id,
                             ", ".join(map(str, self.config.listeners)), *self.advertised_endpoint())
                 task_status.started(self)
