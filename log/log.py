@@ -13,6 +13,7 @@ from pathlib import Path
 
 from josefk.log.config import LogConfig
 from josefk.log.leader_epoch import LeaderEpochCache
+from josefk.log.producer_state import ProducerEntry, ProducerStateManager
 from josefk.log.segment import DELETED_SUFFIX, LogSegment, TimestampOffset
 from josefk.protocol.record_batch import (
     BatchHeader,
@@ -58,6 +59,7 @@ class AppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     batches: list[BatchHeader] = field(default_factory=list)
+    duplicate: bool = False  # an idempotent retry: nothing was written
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ class Log:
         self.segments = segments
         self._base_offsets = [s.base_offset for s in segments]
         self.leader_epochs = LeaderEpochCache(directory)
+        self.producer_state = ProducerStateManager(directory)
         self.log_end_offset = segments[-1].read_next_offset()
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
@@ -144,18 +147,26 @@ class Log:
             checked_to = segments[-1].read_next_offset()
         segments[-1].make_active()
         log = cls(directory, config, segments, log_start_offset, checked_to)
-        log._reassign_epochs_after(recovery_point)
         log.leader_epochs.truncate_from_end(log.log_end_offset)
+        log._load_producer_state(epochs_from=recovery_point)
         return log
 
-    def _reassign_epochs_after(self, offset: int) -> None:
-        """Rebuild leader epoch entries from the batches at or above ``offset``."""
-        if offset >= self.log_end_offset:
+    def _load_producer_state(self, epochs_from: int | None = None) -> None:
+        """Load the newest producer snapshot, then replay the batches after it; the same
+        pass re-assigns leader epochs from ``epochs_from`` on (recovery)."""
+        replay_from = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+        start = replay_from if epochs_from is None else min(replay_from, epochs_from)
+        if start >= self.log_end_offset:
             return
-        for segment in self.segments[max(0, self._segment_index_for(offset)):]:
+        for segment in self.segments[max(0, self._segment_index_for(start)):]:
             for _, header in segment.batches_from(0):
-                if header.last_offset >= offset:
+                if header.last_offset < start:
+                    continue
+                if epochs_from is not None and header.last_offset >= epochs_from:
                     self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
+                if header.last_offset >= replay_from:
+                    self.producer_state.replay(header)
+        self.producer_state.map_end_offset = self.log_end_offset
 
     # --- offsets -------------------------------------------------------------------
 
@@ -188,6 +199,12 @@ class Log:
         buf = records if isinstance(records, bytearray) else bytearray(records)
         batches = validate_batches(buf)
         self._check_sizes(buf, batches)
+        for _, header in batches:
+            if header.has_producer_id:
+                duplicate = self.producer_state.find_duplicate(header)
+                if duplicate is not None:
+                    return self._duplicate(duplicate.first_offset, duplicate.last_offset)
+                self.producer_state.validate(header)
         offset = self.log_end_offset
         append_time = now if self.config.log_append_time else -1
         for pos, header in batches:
@@ -197,6 +214,10 @@ class Log:
                 set_log_append_time(buf, pos, header.size, append_time)
             offset += header.record_count
         return self._append(buf, _rebased(batches, buf), now, append_time)
+
+    def _duplicate(self, first: int, last: int) -> AppendInfo:
+        """A retry of a batch already written: acknowledge its original offsets."""
+        return AppendInfo(first, last, -1, -1, -1, self.log_start_offset, [], duplicate=True)
 
     def append_as_follower(self, records: bytes | bytearray) -> AppendInfo:
         """Append batches that already carry their offsets (replication)."""
@@ -231,11 +252,15 @@ class Log:
                              chunk[-1][1].last_offset, now)
             self.active_segment.append(chunk_buf, chunk)
         latest_epoch = self.leader_epochs.latest_epoch
+        staged: dict[int, ProducerEntry] = {}
         for header in headers:
             if header.partition_leader_epoch > latest_epoch:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
                 latest_epoch = header.partition_leader_epoch
+            if header.has_producer_id:
+                self.producer_state.stage(staged, header)
         self.log_end_offset = last + 1
+        self.producer_state.commit(staged, self.log_end_offset)
         self.unflushed_messages += last + 1 - first
         return AppendInfo(first, last, max_ts.max_timestamp, max_ts.last_offset, append_time,
                           self.log_start_offset, headers)
@@ -271,6 +296,8 @@ class Log:
         current = self.active_segment
         if current.size == 0 and current.base_offset == base:
             return current
+        self.producer_state.map_end_offset = base
+        self.producer_state.take_snapshot()
         if current.size == 0:
             # An empty active segment is replaced rather than left behind.
             self._delete_now(current)
@@ -377,6 +404,8 @@ class Log:
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.producer_state.delete_snapshots_above(self.log_end_offset)
+        self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log restarts empty at ``offset``."""
@@ -388,6 +417,9 @@ class Log:
         self.leader_epochs.clear()
         self.log_end_offset = self.log_start_offset = self.recovery_point = offset
         self._high_watermark = offset
+        self.producer_state.delete_snapshots_above(-1)
+        self.producer_state.reset()
+        self.producer_state.map_end_offset = offset
 
     # --- deletion: DeleteRecords and retention -------------------------------------
 
@@ -400,6 +432,7 @@ class Log:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self.leader_epochs.truncate_from_start(offset)
+            self.producer_state.truncate_head(offset)
             self._delete_segments_below_start(now)
         return self.log_start_offset
 
@@ -460,6 +493,7 @@ class Log:
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
             self.leader_epochs.truncate_from_start(new_start)
+            self.producer_state.truncate_head(new_start)
         return len(doomed)
 
     def _schedule_delete(self, segment: LogSegment, now: int) -> None:
@@ -501,6 +535,9 @@ class Log:
         self.last_flush_ms = now_ms()
 
     def close(self) -> None:
+        """Close every segment; a snapshot of producer state spares the next start a replay."""
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot()
         for segment in self.segments:
             segment.close()
         self.delete_expired_files(now=1 << 62)

@@ -11,7 +11,9 @@ import trio
 
 from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, Topic
 from josefk.cluster.partition import Partition
+from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.log.config import LogConfig
+from josefk.log.log import now_ms
 from josefk.log.manager import LogManager
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.messages import Request, encode_response
@@ -25,6 +27,7 @@ from josefk.server.handlers import (
     list_offsets,
     metadata,
     produce,
+    producer_ids,
     topics,
 )
 from josefk.server.purgatory import Purgatory
@@ -33,7 +36,7 @@ from josefk.server.zero_copy import Part
 logger = logging.getLogger(__name__)
 
 # Each module maps the api keys it serves to its handlers in HANDLERS.
-HANDLER_MODULES = [api_versions, metadata, produce, fetch, list_offsets, topics]
+HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics]
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
                                 for key, handler in module.HANDLERS.items()}
 
@@ -55,6 +58,7 @@ class Broker:
             cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
         self.cluster_id = self.store.cluster_id
         self.bound_ports: list[int] = []
@@ -83,6 +87,7 @@ class Broker:
             if self.node_id not in replicas or (topic.name, index) in self.partitions:
                 continue
             log = self.log_manager.get_or_create_log(topic.name, index, config)
+            log.producer_state.expiration_ms = self.config.producer_id_expiration_ms
             if read_partition_metadata(log.directory) != topic.topic_id:
                 write_partition_metadata(log.directory, topic.topic_id)
             self.partitions[(topic.name, index)] = Partition(
@@ -195,23 +200,35 @@ class Broker:
             self._connections -= 1
 
     async def _background(self) -> None:
-        """Retention, flush policy and checkpoints, each on Kafka's schedule."""
+        """Flush policy each second; retention, checkpoints and producer expiry on
+        Kafka's schedules."""
         config = self.config
-        retention_every = config.log_retention_check_interval_ms / 1000
-        checkpoint_every = config.log_flush_offset_checkpoint_interval_ms / 1000
-        next_retention = trio.current_time() + retention_every
-        next_checkpoint = trio.current_time() + checkpoint_every
+        jobs: list[tuple[float, Callable[[], object], bool]] = [  # every (s), job, threaded
+            (config.log_retention_check_interval_ms / 1000,
+             self.log_manager.enforce_retention, False),
+            (config.log_flush_offset_checkpoint_interval_ms / 1000,
+             self.log_manager.checkpoint, True),
+            (config.values["producer.id.expiration.check.interval.ms"] / 1000,
+             self._expire_producers, False),
+        ]
+        due = [trio.current_time() + every for every, _, _ in jobs]
         while True:
             await trio.sleep(1)
-            now = trio.current_time()
             for log in self.log_manager.logs_needing_flush():
                 await trio.to_thread.run_sync(log.flush)
-            if now >= next_retention:
-                self.log_manager.enforce_retention()
-                next_retention = now + retention_every
-            if now >= next_checkpoint:
-                await trio.to_thread.run_sync(self.log_manager.checkpoint)
-                next_checkpoint = now + checkpoint_every
+            now = trio.current_time()
+            for i, (every, job, threaded) in enumerate(jobs):
+                if now >= due[i]:
+                    if threaded:
+                        await trio.to_thread.run_sync(job)
+                    else:
+                        job()
+                    due[i] = now + every
+
+    def _expire_producers(self) -> None:
+        now = now_ms()
+        for log in self.log_manager.logs.values():
+            log.producer_state.remove_expired(now)
 
     def shutdown(self) -> None:
         logger.info("broker %d shutting down: flushing logs and writing checkpoints",

@@ -1,0 +1,292 @@
+"""Producer state: per producer id, its epoch and last batches' sequence numbers.
+
+This is what makes an idempotent producer's retries safe (seed 003): a batch
+whose sequence range matches one of the producer's last five batches is a
+duplicate and is acknowledged with its original offset; a gap in sequences is
+OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH.
+
+Updates are staged, validated, and committed only after the append succeeded
+(Kafka's ProducerAppendInfo), so a failed append leaves no state behind. The
+state is snapshotted in Kafka's ``<offset>.snapshot`` format at segment roll and
+clean shutdown, and rebuilt on recovery by replaying batches after the newest
+readable snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from josefk.log.checkpoint import write_atomic
+from josefk.protocol.record_batch import NO_SEQUENCE, BatchHeader, RecordBatchError
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+INT32_MAX = (1 << 31) - 1
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+_HEADER = struct.Struct(">hIi")  # version, crc, entry count
+_ENTRY = struct.Struct(">qhiqiqiq")
+_CRC_FROM = 6  # the CRC covers everything after version and crc
+
+logger = logging.getLogger(__name__)
+
+
+class OutOfOrderSequenceError(RecordBatchError):
+    """A sequence gap for a known producer (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+
+    error_code = 45
+
+
+class InvalidProducerEpochError(RecordBatchError):
+    """A batch from an older producer epoch (INVALID_PRODUCER_EPOCH)."""
+
+    error_code = 47
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """What we remember of one producer on one partition."""
+
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].timestamp if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
+                return batch
+        return None
+
+    def copy(self) -> ProducerEntry:
+        return ProducerEntry(self.producer_id, self.epoch,
+                             deque(self.batches, maxlen=BATCHES_TO_RETAIN),
+                             self.coordinator_epoch, self.current_txn_first_offset)
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    """``next_seq`` directly follows ``last_seq``; sequences wrap at Int32.MAX_VALUE."""
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    """The producer entries of one partition log, and its snapshot files."""
+
+    def __init__(self, directory: Path, expiration_ms: int = 86_400_000) -> None:
+        self.directory = directory
+        self.expiration_ms = expiration_ms
+        self.producers: dict[int, ProducerEntry] = {}
+        self.map_end_offset = 0  # the state reflects every batch below this offset
+
+    # --- the produce path ---------------------------------------------------------
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        entry = self.producers.get(header.producer_id)
+        return entry.find_duplicate(header) if entry is not None else None
+
+    def validate(self, header: BatchHeader) -> None:
+        """Raise if a client's batch breaks the producer's epoch or sequence (Kafka's
+        checkProducerEpoch and checkSequence)."""
+        entry = self.producers.get(header.producer_id)
+        current_epoch = entry.epoch if entry is not None else NO_PRODUCER_EPOCH
+        if header.producer_epoch < current_epoch:
+            raise InvalidProducerEpochError(
+                f"epoch {header.producer_epoch} of producer {header.producer_id} is older "
+                f"than {current_epoch}")
+        if header.base_sequence == NO_SEQUENCE:
+            return
+        if header.producer_epoch != current_epoch:
+            # A new epoch must start at sequence 0, unless we knew nothing of the producer
+            # (its state expired or was removed with the log: KIP-360, Kafka 2.5+).
+            if header.base_sequence != 0 and current_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"new epoch {header.producer_epoch} of producer {header.producer_id} "
+                    f"starts at sequence {header.base_sequence}, not 0")
+            return
+        assert entry is not None
+        if entry.batches and not in_sequence(entry.last_seq, header.base_sequence):
+            raise OutOfOrderSequenceError(
+                f"producer {header.producer_id} sent sequence {header.base_sequence} after "
+                f"{entry.last_seq}")
+
+    def stage(self, staged: dict[int, ProducerEntry], header: BatchHeader) -> None:
+        """Record ``header`` (offsets assigned) in ``staged``, copying entries on first touch."""
+        pid = header.producer_id
+        entry = staged.get(pid)
+        if entry is None:
+            current = self.producers.get(pid)
+            entry = current.copy() if current is not None else ProducerEntry(pid)
+            staged[pid] = entry
+        if header.producer_epoch != entry.epoch:
+            entry.epoch = header.producer_epoch
+            entry.batches.clear()
+        if header.is_transactional and entry.current_txn_first_offset < 0 \
+                and not header.is_control:
+            entry.current_txn_first_offset = header.base_offset
+        if header.is_control:
+            entry.current_txn_first_offset = -1
+        elif header.base_sequence != NO_SEQUENCE:
+            entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
+                                               header.last_offset, header.last_offset_delta,
+                                               header.max_timestamp))
+
+    def commit(self, staged: dict[int, ProducerEntry], end_offset: int) -> None:
+        self.producers.update(staged)
+        self.map_end_offset = max(self.map_end_offset, end_offset)
+
+    def replay(self, header: BatchHeader) -> None:
+        """Apply a batch read back from the log (recovery, replication): no validation."""
+        if header.has_producer_id:
+            staged: dict[int, ProducerEntry] = {}
+            self.stage(staged, header)
+            self.producers.update(staged)
+        self.map_end_offset = max(self.map_end_offset, header.next_offset)
+
+    # --- expiry and truncation --------------------------------------------------------
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms`` (and not in a transaction)."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp
+                   >= self.expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """Retention or DeleteRecords removed everything a producer wrote: forget it."""
+        for pid in [p for p, e in self.producers.items() if e.last_offset < log_start_offset]:
+            del self.producers[pid]
+        for offset, path in self.snapshots():
+            if offset < log_start_offset:
+                path.unlink(missing_ok=True)
+
+    def reset(self) -> None:
+        self.producers.clear()
+        self.map_end_offset = 0
+
+    # --- snapshots -------------------------------------------------------------------
+
+    def snapshots(self) -> list[tuple[int, Path]]:
+        found = []
+        for name in os.listdir(self.directory):
+            m = _SNAPSHOT_FILE.match(name)
+            if m:
+                found.append((int(m.group(1)), self.directory / name))
+        return sorted(found)
+
+    def take_snapshot(self) -> Path:
+        """Write ``<map end offset>.snapshot`` with each producer's last batch."""
+        path = self.directory / f"{self.map_end_offset:020d}{SNAPSHOT_SUFFIX}"
+        write_atomic(path, encode_snapshot(self.producers.values()))
+        return path
+
+    def load(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Load the newest readable snapshot at or below ``log_end_offset``; returns the
+        offset replay must start from. Corrupt and stray snapshots are deleted."""
+        self.reset()
+        for offset, path in reversed(self.snapshots()):
+            if offset > log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                entries = decode_snapshot(path.read_bytes())
+            except ValueError as e:
+                logger.warning("deleting corrupt producer snapshot %s: %s", path, e)
+                path.unlink(missing_ok=True)
+                continue
+            self.producers = {e.producer_id: e for e in entries
+                              if e.last_offset >= log_start_offset}
+            self.map_end_offset = offset
+            return offset
+        self.map_end_offset = log_start_offset
+        return log_start_offset
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for snapshot_offset, path in self.snapshots():
+            if snapshot_offset > offset:
+                path.unlink(missing_ok=True)
+
+
+def encode_snapshot(entries: object) -> bytes:
+    """Kafka's producer snapshot (version 1): version, CRC-32C, then one entry per
+    producer with its last batch."""
+    body = bytearray(_HEADER.pack(SNAPSHOT_VERSION, 0, 0))
+    count = 0
+    for entry in entries:  # type: ignore[attr-defined]
+        last = entry.batches[-1] if entry.batches else None
+        body += _ENTRY.pack(
+            entry.producer_id, entry.epoch,
+            last.last_seq if last else NO_SEQUENCE,
+            last.last_offset if last else -1,
+            last.offset_delta if last else 0,
+            last.timestamp if last else -1,
+            entry.coordinator_epoch, entry.current_txn_first_offset)
+        count += 1
+    struct.pack_into(">i", body, _CRC_FROM, count)
+    struct.pack_into(">I", body, 2, crc32c.crc32c(memoryview(body)[_CRC_FROM:]))
+    return bytes(body)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerEntry]:
+    """Parse a snapshot; ValueError if it is truncated, of another version or corrupt."""
+    if len(data) < _HEADER.size:
+        raise ValueError("snapshot shorter than its header")
+    version, crc, count = _HEADER.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise ValueError(f"unknown snapshot version {version}")
+    if crc32c.crc32c(memoryview(data)[_CRC_FROM:]) != crc:
+        raise ValueError("snapshot CRC-32C mismatch")
+    if count < 0 or len(data) != _HEADER.size + count * _ENTRY.size:
+        raise ValueError(f"snapshot size does not fit {count} entries")
+    entries = []
+    for i in range(count):
+        (pid, epoch, last_seq, last_offset, offset_delta, timestamp, coordinator_epoch,
+         txn_first) = _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
+        entry = ProducerEntry(pid, epoch, coordinator_epoch=coordinator_epoch,
+                              current_txn_first_offset=txn_first)
+        if last_offset >= 0:
+            first_seq = last_seq - offset_delta if last_seq >= 0 else NO_SEQUENCE
+            if first_seq < 0 and last_seq >= 0:
+                first_seq += INT32_MAX + 1  # the batch wrapped around
+            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, offset_delta,
+                                               timestamp))
+        entries.append(entry)
+    return entries

@@ -1,0 +1,37 @@
+"""InitProducerId: producer ids and epochs for idempotent producers."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kafka.protocol.api_key import ApiKey
+
+from josefk.protocol.messages import Request
+from josefk.server.handlers import Response
+
+if TYPE_CHECKING:
+    from josefk.server.broker import Broker
+
+COORDINATOR_NOT_AVAILABLE = 15
+
+logger = logging.getLogger(__name__)
+
+
+async def handle(broker: Broker, request: Request) -> Response:
+    body = request.body
+    if body.transactional_id is not None:
+        logger.info("InitProducerId for transactional id %r: transactions are not supported",
+                    body.transactional_id)
+        return {"throttle_time_ms": 0, "error_code": COORDINATOR_NOT_AVAILABLE,
+                "producer_id": -1, "producer_epoch": -1}
+    if request.api_version >= 3:
+        producer_id, epoch = body.producer_id, body.producer_epoch
+    else:
+        producer_id, epoch = -1, -1
+    producer_id, epoch = broker.producer_ids.init_idempotent(producer_id, epoch)
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id,
+            "producer_epoch": epoch}
+
+
+HANDLERS = {ApiKey.InitProducerId: handle}
