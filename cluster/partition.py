@@ -46,6 +46,8 @@ class Partition:
     def __post_init__(self) -> None:
         if not self.isr:
             self.isr = [self.node_id]
+        # A new leader's high watermark is the minimum log end offset over its ISR.
+        self.maybe_advance_high_watermark()
 
     @property
     def is_leader(self) -> bool:

@@ -31,6 +31,8 @@ class LogConfig:
     cleanup_policy: str = "delete"  # cleanup.policy
     delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms
     min_insync_replicas: int = 1  # min.insync.replicas
+    message_timestamp_before_max_ms: int = INT64_MAX  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms (Kafka 4)
     flush_messages: int = INT64_MAX  # flush.messages
     flush_ms: int = INT64_MAX  # flush.ms
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
@@ -47,6 +49,8 @@ class LogConfig:
         _at_least("max.message.bytes", self.max_message_bytes, 0)
         _at_least("delete.retention.ms", self.delete_retention_ms, 0)
         _at_least("min.insync.replicas", self.min_insync_replicas, 1)
+        _at_least("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms, 0)
+        _at_least("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0)
         _at_least("flush.messages", self.flush_messages, 1)
         _at_least("flush.ms", self.flush_ms, 0)
         if self.message_timestamp_type not in TIMESTAMP_TYPES:

@@ -42,6 +42,12 @@ class RecordTooLargeError(RecordBatchError):
     error_code = 10
 
 
+class InvalidTimestampError(RecordBatchError):
+    """A CreateTime too far from the broker's clock (INVALID_TIMESTAMP)."""
+
+    error_code = 32
+
+
 class RecordListTooLargeError(RecordBatchError):
     """Records larger than a whole segment (RECORD_LIST_TOO_LARGE)."""
 
@@ -199,6 +205,8 @@ class Log:
         buf = records if isinstance(records, bytearray) else bytearray(records)
         batches = validate_batches(buf)
         self._check_sizes(buf, batches)
+        if not self.config.log_append_time:
+            self._check_timestamps(batches, now)
         for _, header in batches:
             if header.has_producer_id:
                 duplicate = self.producer_state.find_duplicate(header)
@@ -214,6 +222,19 @@ class Log:
                 set_log_append_time(buf, pos, header.size, append_time)
             offset += header.record_count
         return self._append(buf, _rebased(batches, buf), now, append_time)
+
+    def _check_timestamps(self, batches: list[tuple[int, BatchHeader]], now: int) -> None:
+        """message.timestamp.before/after.max.ms against the batches' first and max
+        timestamps (Kafka checks every record; a batch's bounds are what we read)."""
+        for _, header in batches:
+            if header.max_timestamp - now > self.config.message_timestamp_after_max_ms:
+                raise InvalidTimestampError(
+                    f"timestamp {header.max_timestamp} is more than "
+                    f"message.timestamp.after.max.ms ahead of the broker's clock {now}")
+            if now - header.base_timestamp > self.config.message_timestamp_before_max_ms:
+                raise InvalidTimestampError(
+                    f"timestamp {header.base_timestamp} is more than "
+                    f"message.timestamp.before.max.ms behind the broker's clock {now}")
 
     def _duplicate(self, first: int, last: int) -> AppendInfo:
         """A retry of a batch already written: acknowledge its original offsets."""
