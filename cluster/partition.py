@@ -46,7 +46,9 @@ class Partition:
     def __post_init__(self) -> None:
         if not self.isr:
             self.isr = [self.node_id]
-        # A new leader's high watermark is the minimum log end offset over its ISR.
+        # As Kafka's makeLeader: the new epoch starts at the log end offset, and the
+        # high watermark is the minimum log end offset over the ISR.
+        self.log.leader_epochs.assign(self.leader_epoch, self.log.log_end_offset)
         self.maybe_advance_high_watermark()
 
     @property

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from josefk.log.config import LogConfig
 from josefk.log.leader_epoch import LeaderEpochCache
-from josefk.log.producer_state import ProducerEntry, ProducerStateManager
+from josefk.log.producer_state import BatchMetadata, ProducerEntry, ProducerStateManager
 from josefk.log.segment import DELETED_SUFFIX, LogSegment, TimestampOffset
 from josefk.protocol.record_batch import (
     BatchHeader,
@@ -211,7 +211,7 @@ class Log:
             if header.has_producer_id:
                 duplicate = self.producer_state.find_duplicate(header)
                 if duplicate is not None:
-                    return self._duplicate(duplicate.first_offset, duplicate.last_offset)
+                    return self._duplicate(duplicate)
                 self.producer_state.validate(header)
         offset = self.log_end_offset
         append_time = now if self.config.log_append_time else -1
@@ -236,9 +236,12 @@ class Log:
                     f"timestamp {header.base_timestamp} is more than "
                     f"message.timestamp.before.max.ms behind the broker's clock {now}")
 
-    def _duplicate(self, first: int, last: int) -> AppendInfo:
-        """A retry of a batch already written: acknowledge its original offsets."""
-        return AppendInfo(first, last, -1, -1, -1, self.log_start_offset, [], duplicate=True)
+    def _duplicate(self, batch: BatchMetadata) -> AppendInfo:
+        """A retry of a batch already written: acknowledge its original offsets (and,
+        as Kafka does, its max timestamp as the append time)."""
+        return AppendInfo(batch.first_offset, batch.last_offset, batch.timestamp,
+                          batch.last_offset, batch.timestamp, self.log_start_offset, [],
+                          duplicate=True)
 
     def append_as_follower(self, records: bytes | bytearray) -> AppendInfo:
         """Append batches that already carry their offsets (replication)."""

@@ -138,14 +138,21 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the three broker-level checkpoints in every log dir."""
+        write_checkpoints(self.checkpoint_offsets())
+
+    def checkpoint_offsets(self) -> dict[Path, dict[TopicPartition, int]]:
+        """Checkpoint file → offsets, read now: the server reads them on its event loop
+        (where logs come and go) and writes the files from a worker thread."""
+        files: dict[Path, dict[TopicPartition, int]] = {}
         for log_dir in self.log_dirs:
             mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
-            write_offsets(log_dir / RECOVERY_POINT_FILE,
-                          {tp: log.recovery_point for tp, log in mine.items()})
-            write_offsets(log_dir / LOG_START_OFFSET_FILE,
-                          {tp: log.log_start_offset for tp, log in mine.items()})
-            write_offsets(log_dir / HIGH_WATERMARK_FILE,
-                          {tp: log.high_watermark for tp, log in mine.items()})
+            files[log_dir / RECOVERY_POINT_FILE] = {
+                tp: log.recovery_point for tp, log in mine.items()}
+            files[log_dir / LOG_START_OFFSET_FILE] = {
+                tp: log.log_start_offset for tp, log in mine.items()}
+            files[log_dir / HIGH_WATERMARK_FILE] = {
+                tp: log.high_watermark for tp, log in mine.items()}
+        return files
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint, then mark each dir as cleanly shut down."""
@@ -158,6 +165,11 @@ class LogManager:
             write_atomic(log_dir / CLEAN_SHUTDOWN_FILE,
                          json.dumps({"version": 0, "brokerEpoch": -1}).encode())
         self.logs.clear()
+
+
+def write_checkpoints(files: dict[Path, dict[TopicPartition, int]]) -> None:
+    for path, offsets in files.items():
+        write_offsets(path, offsets)
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -191,9 +191,11 @@ class ProducerStateManager:
         return len(expired)
 
     def truncate_head(self, log_start_offset: int) -> None:
-        """Retention or DeleteRecords removed everything a producer wrote: forget it."""
-        for pid in [p for p, e in self.producers.items() if e.last_offset < log_start_offset]:
-            del self.producers[pid]
+        """The log start offset moved (retention, DeleteRecords): drop older snapshots.
+
+        Producers stay, as in Kafka since 2.8: a retry of a batch that was deleted is
+        still recognised; only producer.id.expiration.ms forgets a producer.
+        """
         for offset, path in self.snapshots():
             if offset < log_start_offset:
                 path.unlink(missing_ok=True)
@@ -232,8 +234,7 @@ class ProducerStateManager:
                 logger.warning("deleting corrupt producer snapshot %s: %s", path, e)
                 path.unlink(missing_ok=True)
                 continue
-            self.producers = {e.producer_id: e for e in entries
-                              if e.last_offset >= log_start_offset}
+            self.producers = {e.producer_id: e for e in entries}
             self.map_end_offset = offset
             return offset
         self.map_end_offset = log_start_offset

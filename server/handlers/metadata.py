@@ -36,10 +36,10 @@ async def handle(broker: Broker, request: Request) -> Response:
     else:
         topics = [_requested(broker, t.name, getattr(t, "topic_id", None), allow_create)
                   for t in body.topics]
-    host, port = broker.advertised_endpoint()
+    me = broker.store.broker
     return {
         "throttle_time_ms": 0,
-        "brokers": [BrokerResp(node_id=broker.node_id, host=host, port=port, rack=None)],
+        "brokers": [BrokerResp(node_id=me.node_id, host=me.host, port=me.port, rack=me.rack)],
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,

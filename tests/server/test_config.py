@@ -508,8 +508,11 @@ def test_describe_of_the_cluster_default_resource_reports_no_static_settings() -
 
 
 def test_config_enums_carry_kafkas_numbers() -> None:
-    assert [s.value for s in ConfigSource][1:7] == [1, 2, 3, 4, 5, 6]
-    assert ConfigSource.STATIC_BROKER_CONFIG == 5 and ConfigSource.DEFAULT_CONFIG == 6
+    # DescribeConfigsResponse.ConfigSource's ids on the wire.
+    assert [(s.name, s.value) for s in ConfigSource][1:7] == [
+        ("DYNAMIC_TOPIC_CONFIG", 1), ("DYNAMIC_BROKER_CONFIG", 2),
+        ("DYNAMIC_DEFAULT_BROKER_CONFIG", 3), ("STATIC_BROKER_CONFIG", 4),
+        ("DEFAULT_CONFIG", 5), ("DYNAMIC_BROKER_LOGGER_CONFIG", 6)]
     assert [(t.name, t.value) for t in ConfigType][1:] == [
         ("BOOLEAN", 1), ("STRING", 2), ("INT", 3), ("SHORT", 4), ("LONG", 5), ("DOUBLE", 6),
         ("LIST", 7), ("CLASS", 8), ("PASSWORD", 9)]
