@@ -5,46 +5,60 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+CORE := $(VENV)/.core-stamp
+DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint kafka-jars kcat compat compat-kafka bench-log clean
+.PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log clean
 
-$(STAMP): pyproject.toml
+# The broker alone: what `make serve` needs.
+$(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
-	touch $(STAMP)
+	$(BIN)/pip install -q -e .
+	touch $@
 
-install: $(STAMP)
+# Plus the test tools and the stock clients under test (and PySpark).
+$(DEV): $(CORE)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(DEV)
 
 ## Start one broker on 127.0.0.1:9092 with data in ./josefk-data (ARGS: server.properties, --override K=V).
-serve: install
+serve: $(CORE)
 	$(BIN)/josefk serve $(ARGS)
 
 ## Apache Kafka's jars from Maven Central into .cache/kafka/libs.
 kafka-jars:
 	tools/kafka/fetch.sh
 
+## Spark's Kafka connector and the jars it needs from Maven Central into .cache/spark/jars.
+spark-jars:
+	tools/spark/fetch.sh
+
 ## kcat (Debian package) for the compatibility suite.
 kcat:
 	@command -v kcat >/dev/null || { (apt-get update -qq && apt-get install -y -qq kcat) \
 	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq kcat'; }
 
-## The compatibility suite against josefk, started on a free port.
-compat: install kafka-jars kcat
-	JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 $(BIN)/pytest compat_tests $(PYTEST_ARGS)
+REQUIRE := JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 JOSEFK_REQUIRE_SPARK=1
+
+## The compatibility suite (stock clients, Java tools, Spark) against josefk.
+compat: install kafka-jars spark-jars kcat
+	$(REQUIRE) $(BIN)/pytest compat_tests $(PYTEST_ARGS)
 
 ## The same suite against Apache Kafka 4.x (KRaft, from the Maven Central jars).
-compat-kafka: install kafka-jars kcat
-	JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 $(BIN)/pytest compat_tests --kafka $(PYTEST_ARGS)
+compat-kafka: install kafka-jars spark-jars kcat
+	$(REQUIRE) $(BIN)/pytest compat_tests --kafka $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
 
-## The whole suite: lint, unit tests, Kafka's own tools against our files.
-test: install kafka-jars lint
-	JOSEFK_REQUIRE_KAFKA=1 $(BIN)/pytest $(PYTEST_ARGS)
+## The whole suite: lint, unit and integration tests, then the compatibility suite
+## (kafka-python, aiokafka, confluent-kafka, kcat, Kafka's Java tools, Spark) against josefk.
+test: install kafka-jars spark-jars kcat lint
+	$(REQUIRE) $(BIN)/pytest tests compat_tests $(PYTEST_ARGS)
 
 ## Storage engine throughput against a plain os.write loop (1 GiB).
 bench-log: install
