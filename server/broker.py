@@ -9,12 +9,13 @@ from typing import Any
 
 import trio
 
+from josefk.cluster.group_coordinator import GroupCoordinator
 from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, Topic
 from josefk.cluster.partition import Partition
 from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.log.config import LogConfig
 from josefk.log.log import now_ms
-from josefk.log.manager import LogManager
+from josefk.log.manager import LogManager, write_checkpoints
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
@@ -22,12 +23,17 @@ from josefk.server.config import BrokerConfig, topic_config_entries, validate_to
 from josefk.server.connection import Connection
 from josefk.server.handlers import (
     Handler,
+    admin,
     api_versions,
+    configs,
     fetch,
+    groups,
     list_offsets,
     metadata,
+    offsets,
     produce,
     producer_ids,
+    records,
     topics,
 )
 from josefk.server.purgatory import Purgatory
@@ -36,7 +42,8 @@ from josefk.server.zero_copy import Part
 logger = logging.getLogger(__name__)
 
 # Each module maps the api keys it serves to its handlers in HANDLERS.
-HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics]
+HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics,
+                   admin, configs, records, groups, offsets]
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
                                 for key, handler in module.HANDLERS.items()}
 
@@ -53,7 +60,7 @@ class Broker:
         self.log_manager = LogManager(config.log_dirs, self.log_config_for)
         host, port = self._advertised_listener()
         self.store = LocalMetadataStore(
-            config.log_dirs[0], BrokerInfo(self.node_id, host, port),
+            config.log_dirs[0], BrokerInfo(self.node_id, host, port, config.values["broker.rack"]),
             validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
             cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor)
@@ -66,6 +73,11 @@ class Broker:
         # Coordinators plug in here: run after the logs load / for the broker's lifetime.
         self.startup_hooks: list[Callable[[], None]] = []
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []
+        # --- group coordinator ---
+        self.group_coordinator = GroupCoordinator(self)
+        self.startup_hooks.append(self.group_coordinator.startup)
+        self.background_tasks.append(self.group_coordinator.run)
+        # --- end group coordinator ---
 
     # --- topics and partitions ----------------------------------------------------
 
@@ -167,7 +179,8 @@ class Broker:
                         nursery.start_soon(self._accept, sock_listener, nursery)
                 host, port = self._advertised_listener()
                 # Port 0 binds an ephemeral port: advertise the one we got.
-                self.store.broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0])
+                self.store.broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0],
+                                               self.config.values["broker.rack"])
                 nursery.start_soon(self._background)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
@@ -201,31 +214,44 @@ class Broker:
 
     async def _background(self) -> None:
         """Flush policy each second; retention, checkpoints and producer expiry on
-        Kafka's schedules."""
+        Kafka's schedules. A failing job is logged and retried, never fatal."""
         config = self.config
-        jobs: list[tuple[float, Callable[[], object], bool]] = [  # every (s), job, threaded
-            (config.log_retention_check_interval_ms / 1000,
-             self.log_manager.enforce_retention, False),
-            (config.log_flush_offset_checkpoint_interval_ms / 1000,
-             self.log_manager.checkpoint, True),
+        jobs: list[tuple[float, Callable[[], Awaitable[object]]]] = [
+            (config.log_retention_check_interval_ms / 1000, self._enforce_retention),
+            (config.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint),
             (config.values["producer.id.expiration.check.interval.ms"] / 1000,
-             self._expire_producers, False),
+             self._expire_producers),
         ]
-        due = [trio.current_time() + every for every, _, _ in jobs]
+        due = [trio.current_time() + every for every, _ in jobs]
         while True:
             await trio.sleep(1)
-            for log in self.log_manager.logs_needing_flush():
-                await trio.to_thread.run_sync(log.flush)
+            await self._run_job(self._flush_due_logs)
             now = trio.current_time()
-            for i, (every, job, threaded) in enumerate(jobs):
+            for i, (every, job) in enumerate(jobs):
                 if now >= due[i]:
-                    if threaded:
-                        await trio.to_thread.run_sync(job)
-                    else:
-                        job()
+                    await self._run_job(job)
                     due[i] = now + every
 
-    def _expire_producers(self) -> None:
+    @staticmethod
+    async def _run_job(job: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await job()
+        except Exception:
+            logger.exception("background job %s failed", job.__name__)
+
+    async def _flush_due_logs(self) -> None:
+        for log in self.log_manager.logs_needing_flush():
+            await trio.to_thread.run_sync(log.flush)
+
+    async def _enforce_retention(self) -> None:
+        self.log_manager.enforce_retention()
+
+    async def _checkpoint(self) -> None:
+        # Offsets are read here, on the event loop; only the file writes go to a thread.
+        files = self.log_manager.checkpoint_offsets()
+        await trio.to_thread.run_sync(write_checkpoints, files)
+
+    async def _expire_producers(self) -> None:
         now = now_ms()
         for log in self.log_manager.logs.values():
             log.producer_state.remove_expired(now)
@@ -235,3 +261,31 @@ class Broker:
                     self.node_id)
         self.log_manager.shutdown()
         self.partitions.clear()
+
+    # --- admin (topics, configs, records) ---
+
+    def delete_topic(self, name: str) -> Topic:
+        """Drop a topic from the metadata, then close and delete its partitions' logs."""
+        topic = self.store.delete_topic(name)
+        self.close_partitions(name)
+        self.group_coordinator.on_topic_deleted(name)
+        return topic
+
+    def create_partitions(self, name: str, total: int,
+                          assignment: list[list[int]] | None = None,
+                          validate_only: bool = False) -> Topic:
+        """Grow a topic to ``total`` partitions and open the new partitions' logs."""
+        topic = self.store.create_partitions(name, total, assignment,
+                                             validate_only=validate_only)
+        if not validate_only:
+            self.open_partitions(topic)
+        return topic
+
+    def alter_topic_configs(self, name: str, set: Mapping[str, str],
+                            delete: list[str], validate_only: bool = False) -> Topic:
+        """Set and remove a topic's config overrides, then apply them to its open logs."""
+        topic = self.store.alter_topic_configs(name, set=set, delete=delete,
+                                               validate_only=validate_only)
+        if not validate_only:
+            self.reconfigure(name)
+        return topic

@@ -6,6 +6,7 @@ import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 
 import trio
 
@@ -20,6 +21,10 @@ API_VERSIONS = 18
 RECEIVE_SIZE = 256 * 1024
 
 Dispatch = Callable[[Request], Awaitable[Sequence[Part] | None]]
+
+#: The peer host of the connection whose request is being handled (each connection
+#: runs in its own task, so its own context); Kafka reports it as ``/host``.
+client_host: ContextVar[str] = ContextVar("client_host", default="")
 
 
 class CloseConnection(Exception):
@@ -43,6 +48,7 @@ class Connection:
         try:
             host, port = stream.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
+            client_host.set(f"/{host}")
         except OSError:
             self.peer = "?"
 

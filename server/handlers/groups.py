@@ -1,0 +1,193 @@
+"""Group membership APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DescribeGroups, ListGroups and DeleteGroups, answered by the broker's group coordinator."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import kafka.errors
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from josefk.cluster.group_state import Error, JoinRequest, SyncRequest
+from josefk.protocol.messages import Request
+from josefk.server.connection import client_host
+from josefk.server.handlers import Response
+
+if TYPE_CHECKING:
+    from josefk.server.broker import Broker
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+# DescribeGroups without an authorizer: every operation a group supports (Kafka's
+# AclEntry.supportedOperations(GROUP): READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
+# ALTER_CONFIGS: the bits of a bit field); None is Integer.MIN_VALUE, "not asked for".
+GROUP_AUTHORIZED_OPERATIONS = frozenset({3, 6, 8, 10, 11})
+AUTHORIZED_OPERATIONS_OMITTED = None
+
+Coordinator = FindCoordinatorResponse.Coordinator
+JoinedMember = JoinGroupResponse.JoinGroupResponseMember
+MemberResponse = LeaveGroupResponse.MemberResponse
+DescribedGroup = DescribeGroupsResponse.DescribedGroup
+DescribedMember = DescribedGroup.DescribedGroupMember
+ListedGroup = ListGroupsResponse.ListedGroup
+DeletedGroup = DeleteGroupsResponse.DeletableGroupResult
+
+
+# --- FindCoordinator -------------------------------------------------------------------------
+
+
+async def handle_find_coordinator(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    key_type = body.key_type if version >= 1 else GROUP_KEY
+    if version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [
+            Coordinator(key=key, error_message=None, **_coordinator(broker, key_type, key))
+            for key in body.coordinator_keys]}
+    fields = _coordinator(broker, key_type, body.key)
+    # Versions 1-3 carry the error's message.
+    message = kafka.errors.for_code(fields["error_code"]).message if fields["error_code"] else None
+    return {"throttle_time_ms": 0, "error_message": message, **fields}
+
+
+def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+    if key_type == GROUP_KEY:
+        error, node = broker.group_coordinator.coordinator_node(key)
+    elif key_type == TRANSACTION_KEY:
+        # No transaction coordinator yet.
+        error, node = Error.COORDINATOR_NOT_AVAILABLE, None
+    else:
+        error, node = Error.INVALID_REQUEST, None  # share groups (key type 2) and unknown types
+    if node is None:
+        return {"error_code": error, "node_id": -1, "host": "", "port": -1}
+    return {"error_code": 0, "node_id": node.node_id, "host": node.host, "port": node.port}
+
+
+# --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------------------------------
+
+
+async def handle_join_group(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    req = JoinRequest(
+        group_id=body.group_id, member_id=body.member_id,
+        group_instance_id=body.group_instance_id if version >= 5 else None,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+        session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=body.rebalance_timeout_ms if version >= 1 else
+        body.session_timeout_ms,
+        client_id=request.client_id or "", client_host=client_host.get(), api_version=version)
+    r = await broker.group_coordinator.join(req)
+    protocol_name = r.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""  # not nullable before v7
+    return {"throttle_time_ms": 0, "error_code": r.error, "generation_id": r.generation_id,
+            "protocol_type": r.protocol_type, "protocol_name": protocol_name,
+            "leader": r.leader, "skip_assignment": r.skip_assignment, "member_id": r.member_id,
+            "members": [JoinedMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                     metadata=m.metadata) for m in r.members]}
+
+
+async def handle_sync_group(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    protocol_type = body.protocol_type if version >= 5 else None
+    protocol_name = body.protocol_name if version >= 5 else None
+    if version >= 5 and (protocol_type is None or protocol_name is None):
+        return {"throttle_time_ms": 0, "error_code": Error.INCONSISTENT_GROUP_PROTOCOL,
+                "assignment": b""}
+    req = SyncRequest(
+        group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
+        group_instance_id=body.group_instance_id if version >= 3 else None,
+        protocol_type=protocol_type, protocol_name=protocol_name,
+        assignments=tuple((a.member_id, bytes(a.assignment)) for a in body.assignments))
+    r = await broker.group_coordinator.sync(req)
+    return {"throttle_time_ms": 0, "error_code": r.error, "protocol_type": r.protocol_type,
+            "protocol_name": r.protocol_name, "assignment": r.assignment}
+
+
+async def handle_heartbeat(broker: Broker, request: Request) -> Response:
+    body = request.body
+    instance_id = body.group_instance_id if request.api_version >= 3 else None
+    error = broker.group_coordinator.heartbeat(body.group_id, body.member_id, instance_id,
+                                               body.generation_id)
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+async def handle_leave_group(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    if version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        members = [(body.member_id, None)]
+    error, errors = broker.group_coordinator.leave(body.group_id, members)
+    if version < 3:
+        # One member, whose error is the response's.
+        return {"throttle_time_ms": 0,
+                "error_code": error if error is not Error.NONE or not errors else errors[0]}
+    return {"throttle_time_ms": 0, "error_code": error, "members": [
+        MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=e)
+        for (member_id, instance_id), e in zip(members, errors, strict=False)]}
+
+
+# --- DescribeGroups, ListGroups, DeleteGroups -----------------------------------------------
+
+
+async def handle_describe_groups(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    with_operations = version >= 3 and body.include_authorized_operations
+    groups = []
+    for group_id in body.groups:
+        error, description = broker.group_coordinator.describe(group_id)
+        if description is None:
+            groups.append(DescribedGroup(
+                error_code=error, error_message=error.name, group_id=group_id, group_state="",
+                protocol_type="", protocol_data="", members=[],
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        groups.append(DescribedGroup(
+            error_code=0, error_message=None, group_id=group_id,
+            group_state=description.state, protocol_type=description.protocol_type,
+            protocol_data=description.protocol_data,
+            members=[DescribedMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id,
+                client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
+                member_assignment=m.assignment) for m in description.members],
+            authorized_operations=set(GROUP_AUTHORIZED_OPERATIONS) if with_operations
+            else AUTHORIZED_OPERATIONS_OMITTED))
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+async def handle_list_groups(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    states = body.states_filter if version >= 4 else []
+    types = body.types_filter if version >= 5 else []
+    error, listed = broker.group_coordinator.list_groups(states or [], types or [])
+    return {"throttle_time_ms": 0, "error_code": error, "groups": [
+        ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
+                    group_type="classic") for group_id, protocol_type, state in listed]}
+
+
+async def handle_delete_groups(broker: Broker, request: Request) -> Response:
+    group_ids = list(dict.fromkeys(request.body.groups_names))
+    results = broker.group_coordinator.delete_groups(group_ids)
+    return {"throttle_time_ms": 0, "results": [
+        DeletedGroup(group_id=group_id, error_code=results[group_id]) for group_id in group_ids]}
+
+
+HANDLERS = {
+    ApiKey.FindCoordinator: handle_find_coordinator,
+    ApiKey.JoinGroup: handle_join_group,
+    ApiKey.SyncGroup: handle_sync_group,
+    ApiKey.Heartbeat: handle_heartbeat,
+    ApiKey.LeaveGroup: handle_leave_group,
+    ApiKey.DescribeGroups: handle_describe_groups,
+    ApiKey.ListGroups: handle_list_groups,
+    ApiKey.DeleteGroups: handle_delete_groups,
+}

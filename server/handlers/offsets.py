@@ -1,0 +1,146 @@
+"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete, answered by the group
+coordinator. Partitions of topics the cluster does not know are refused here, as in Kafka's
+request layer, before the coordinator sees the request."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
+
+from josefk.cluster.group_state import Error, FetchedOffset, PartitionCommit
+from josefk.protocol.messages import Request
+from josefk.server.handlers import Response
+
+if TYPE_CHECKING:
+    from josefk.server.broker import Broker
+
+CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+CommitPartition = CommitTopic.OffsetCommitResponsePartition
+FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic  # v1-7
+FetchPartition = FetchTopic.OffsetFetchResponsePartition
+FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup  # v8+
+FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
+FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
+DeleteTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+DeletePartition = DeleteTopic.OffsetDeleteResponsePartition
+
+
+def _known_partitions(broker: Broker, topic: str, partitions: Sequence[int]
+                      ) -> tuple[list[int], list[int]]:
+    """(partitions that exist, those that do not)."""
+    known = broker.store.get(topic)
+    if known is None:
+        return [], list(partitions)
+    return ([p for p in partitions if p in known.partitions],
+            [p for p in partitions if p not in known.partitions])
+
+
+def _response_order(refused: dict[str, list[int]], valid: Sequence[tuple[str, Sequence[Any]]]
+                    ) -> dict[str, list[int]]:
+    """Topic -> partitions in Kafka's response order: what the request layer refused
+    first (topics in request order), then what the coordinator answered."""
+    order = {topic: list(partitions) for topic, partitions in refused.items() if partitions}
+    for topic, partitions in valid:
+        order.setdefault(topic, []).extend(
+            p if isinstance(p, int) else p.partition for p in partitions)
+    return order
+
+
+# --- OffsetCommit ------------------------------------------------------------------------------
+
+
+async def handle_offset_commit(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    errors: dict[tuple[str, int], int] = {}
+    refused: dict[str, list[int]] = {}
+    valid: list[tuple[str, list[PartitionCommit]]] = []
+    for topic in body.topics:
+        by_index = {p.partition_index: p for p in topic.partitions}
+        known, unknown = _known_partitions(broker, topic.name, list(by_index))
+        refused.setdefault(topic.name, []).extend(unknown)
+        errors.update(((topic.name, p), Error.UNKNOWN_TOPIC_OR_PARTITION) for p in unknown)
+        if known:
+            valid.append((topic.name, [PartitionCommit(
+                p, by_index[p].committed_offset,
+                by_index[p].committed_leader_epoch if version >= 6 else -1,
+                by_index[p].committed_metadata) for p in known]))
+    if valid:
+        errors.update(broker.group_coordinator.commit_offsets(
+            body.group_id, body.member_id,
+            body.group_instance_id if version >= 7 else None,
+            body.generation_id_or_member_epoch,
+            body.retention_time_ms if 2 <= version <= 4 else -1, valid, version))
+    return {"throttle_time_ms": 0, "topics": [
+        CommitTopic(name=name, partitions=[
+            CommitPartition(partition_index=p, error_code=errors[(name, p)]) for p in partitions])
+        for name, partitions in _response_order(refused, valid).items()]}
+
+
+# --- OffsetFetch -------------------------------------------------------------------------------
+
+
+async def handle_offset_fetch(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    coordinator = broker.group_coordinator
+    if version >= 8:
+        groups = []
+        for group in body.groups:
+            topics = None if group.topics is None else \
+                [(t.name, list(t.partition_indexes)) for t in group.topics]
+            error, fetched = coordinator.fetch_offsets(group.group_id, topics)
+            groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
+                FetchGroupTopic(name=name, partitions=[
+                    FetchGroupPartition(**_partition(o)) for o in offsets])
+                for name, offsets in fetched]))
+        return {"throttle_time_ms": 0, "groups": groups}
+    topics = None if body.topics is None else \
+        [(t.name, list(t.partition_indexes)) for t in body.topics]
+    error, fetched = coordinator.fetch_offsets(body.group_id, topics)
+    return {"throttle_time_ms": 0, "error_code": error, "topics": [
+        FetchTopic(name=name, partitions=[FetchPartition(**_partition(o)) for o in offsets])
+        for name, offsets in fetched]}
+
+
+def _partition(o: FetchedOffset) -> dict[str, Any]:
+    return {"partition_index": o.partition, "committed_offset": o.offset,
+            "committed_leader_epoch": o.leader_epoch, "metadata": o.metadata,
+            "error_code": o.error}
+
+
+# --- OffsetDelete ------------------------------------------------------------------------------
+
+
+async def handle_offset_delete(broker: Broker, request: Request) -> Response:
+    body = request.body
+    errors: dict[tuple[str, int], int] = {}
+    refused: dict[str, list[int]] = {}
+    valid: list[tuple[str, list[int]]] = []
+    for topic in body.topics:
+        indexes = list(dict.fromkeys(p.partition_index for p in topic.partitions))
+        known, unknown = _known_partitions(broker, topic.name, indexes)
+        refused.setdefault(topic.name, []).extend(unknown)
+        errors.update(((topic.name, p), Error.UNKNOWN_TOPIC_OR_PARTITION) for p in unknown)
+        if known:
+            valid.append((topic.name, known))
+    if valid:
+        error, results = broker.group_coordinator.delete_offsets(body.group_id, valid)
+        if error is not Error.NONE:
+            return {"throttle_time_ms": 0, "error_code": error, "topics": []}
+        for name, partitions in results:
+            errors.update(((name, p), e) for p, e in partitions)
+    return {"throttle_time_ms": 0, "error_code": 0, "topics": [
+        DeleteTopic(name=name, partitions=[
+            DeletePartition(partition_index=p, error_code=errors[(name, p)]) for p in partitions])
+        for name, partitions in _response_order(refused, valid).items()]}
+
+
+HANDLERS = {
+    ApiKey.OffsetCommit: handle_offset_commit,
+    ApiKey.OffsetFetch: handle_offset_fetch,
+    ApiKey.OffsetDelete: handle_offset_delete,
+}

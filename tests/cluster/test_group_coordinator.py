@@ -1,0 +1,236 @@
+"""The group coordinator on a real broker's logs: the internal topic, writes, start-up
+replay (after a clean stop or a crash), timers and offset expiry. No sockets."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+from conftest import require_kafka_jars
+
+from josefk.cluster.group_coordinator import GroupCoordinator
+from josefk.cluster.group_records import (
+    OFFSETS_TOPIC,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    decode_key,
+    decode_value,
+    partition_for,
+    read_batches,
+)
+from josefk.cluster.group_state import Error, GroupState, JoinRequest, PartitionCommit, SyncRequest
+from josefk.server.broker import Broker
+from josefk.server.config import load_config
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_CLASS = REPO / "tools" / "kafka" / "run-class.sh"
+PARTITIONS = 4
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"
+
+
+def make_broker(data: Path, **overrides: str) -> Broker:
+    config = load_config(None, {
+        "log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0",
+        "offsets.topic.num.partitions": str(PARTITIONS), "offsets.topic.replication.factor": "3",
+        "group.initial.rebalance.delay.ms": "0", **overrides})
+    broker = Broker(config)
+    broker.startup()
+    return broker
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def broker(data: Path) -> Iterator[Broker]:
+    broker = make_broker(data)
+    yield broker
+    broker.shutdown()
+
+
+def written(broker: Broker, group_id: str) -> list[tuple[object, object]]:
+    """The decoded records of the group's partition, in log order."""
+    partition = broker.partition(OFFSETS_TOPIC, partition_for(group_id, PARTITIONS))
+    assert partition is not None
+    log = partition.log
+    records = []
+    data = log.read(log.log_start_offset, 1 << 24).read_bytes()
+    for _, batch in read_batches(data):
+        for rec in batch:
+            key = decode_key(rec.key)
+            assert key is not None
+            records.append((key, decode_value(key, rec.value)))
+    return records
+
+
+def test_find_coordinator_creates_the_offsets_topic(broker: Broker) -> None:
+    coordinator = broker.group_coordinator
+    assert coordinator.check("g") is Error.NOT_COORDINATOR  # no topic yet
+    error, node = coordinator.coordinator_node("g")
+    assert error is Error.NONE and node is not None and node.node_id == broker.node_id
+    topic = broker.store.get(OFFSETS_TOPIC)
+    assert topic is not None
+    # Three replicas asked for, one broker alive: one replica.
+    assert [len(r) for r in topic.replicas] == [1] * PARTITIONS
+    assert topic.configs["cleanup.policy"] == "compact"
+    assert topic.configs["segment.bytes"] == str(broker.config.offsets_topic_segment_bytes)
+    assert coordinator.loaded == set(range(PARTITIONS))
+    assert coordinator.check("g") is Error.NONE
+
+
+async def join_and_sync(coordinator: GroupCoordinator, group: str, instance: str | None = None
+                        ) -> tuple[str, int]:
+    """One member joins (one step, v3 or static) and syncs; (member id, generation)."""
+    joined = await coordinator.join(JoinRequest(
+        group, "", instance, "consumer", (("range", SUBSCRIPTION),), 6000, 10000, "client",
+        "/127.0.0.1", 5 if instance else 3))
+    assert joined.error is Error.NONE
+    synced = await coordinator.sync(SyncRequest(
+        group, joined.generation_id, joined.member_id, instance, None, None,
+        ((joined.member_id, b"assigned"),)))
+    assert (synced.error, synced.assignment) == (Error.NONE, b"assigned")
+    return joined.member_id, joined.generation_id
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["clean", "crash"])
+async def test_groups_and_offsets_survive_a_restart(data: Path, crash: bool) -> None:
+    broker = make_broker(data)
+    coordinator = broker.group_coordinator
+    coordinator.ensure_topic()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coordinator.run)
+        member, generation = await join_and_sync(coordinator, "g", instance="i")
+        errors = coordinator.commit_offsets("g", member, "i", generation, -1, [
+            ("t", [PartitionCommit(0, 42, 7, "meta"), PartitionCommit(1, 3)])], 8)
+        assert set(errors.values()) == {Error.NONE}
+        assert coordinator.commit_offsets("simple", "", None, -1, -1, [
+            ("t", [PartitionCommit(0, 9)])], 8) == {("t", 0): Error.NONE}
+        nursery.cancel_scope.cancel()
+    records = written(broker, "g")
+    assert records[-2:] == [
+        (OffsetCommitKey("g", "t", 0), records[-2][1]), (OffsetCommitKey("g", "t", 1),
+                                                        records[-1][1])]
+    metadata = [v for k, v in records if isinstance(k, GroupMetadataKey)]
+    assert isinstance(metadata[-1], GroupMetadataValue)
+    assert [(m.member_id, m.group_instance_id, m.assignment) for m in metadata[-1].members] \
+        == [(member, "i", b"assigned")]
+    if not crash:
+        broker.shutdown()
+
+    again = make_broker(data)
+    try:
+        coordinator = again.group_coordinator
+        assert coordinator.loaded == set(range(PARTITIONS))
+        group = coordinator.groups.get("g")
+        assert group is not None
+        assert (group.state, group.generation, list(group.members)) == \
+            (GroupState.STABLE, generation, [member])
+        assert group.static_members == {"i": member}
+        error, fetched = coordinator.fetch_offsets("g", None)
+        assert error is Error.NONE
+        assert [(t, [(o.partition, o.offset, o.leader_epoch, o.metadata) for o in offsets])
+                for t, offsets in fetched] == [("t", [(0, 42, 7, "meta"), (1, 3, -1, "")])]
+        assert coordinator.fetch_offsets("simple", [("t", [0])])[1][0][1][0].offset == 9
+        # The loaded member carries on in its generation.
+        assert coordinator.heartbeat("g", member, "i", generation) is Error.NONE
+    finally:
+        again.shutdown()
+
+
+async def test_session_timeouts_fire_without_polling(broker: Broker,
+                                                     autojump_clock: trio.testing.MockClock
+                                                     ) -> None:
+    coordinator = GroupCoordinator(broker, clock=lambda: int(trio.current_time() * 1000))
+    broker.group_coordinator = coordinator
+    coordinator.ensure_topic()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coordinator.run)
+        member, generation = await join_and_sync(coordinator, "g")
+        await trio.sleep(5)
+        assert coordinator.heartbeat("g", member, None, generation) is Error.NONE
+        await trio.sleep(5.9)  # within the 6 s session of the last heartbeat
+        assert coordinator.groups.groups["g"].state is GroupState.STABLE
+        await trio.sleep(0.2)
+        # Expired: removed, and the empty next generation is written.
+        group = coordinator.groups.groups["g"]
+        assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 2, {})
+        assert written(broker, "g")[-1] == (GroupMetadataKey("g"), GroupMetadataValue(
+            "consumer", 2, None, None, group.state_timestamp or -1, ()))
+        assert coordinator._heap == []  # nothing left to wait for
+        nursery.cancel_scope.cancel()
+
+
+async def test_expired_offsets_are_tombstoned(data: Path) -> None:
+    now = [1_000_000]
+    broker = make_broker(data, **{"offsets.retention.minutes": "1"})
+    coordinator = GroupCoordinator(broker, clock=lambda: now[0])
+    broker.group_coordinator = coordinator
+    coordinator.ensure_topic()
+    coordinator.commit_offsets("old", "", None, -1, -1, [("t", [PartitionCommit(0, 5)])], 8)
+    now[0] += 60_000
+    coordinator.commit_offsets("new", "", None, -1, -1, [("t", [PartitionCommit(0, 6)])], 8)
+    coordinator.expire_offsets()
+    assert written(broker, "old")[-2:] == [(OffsetCommitKey("old", "t", 0), None),
+                                           (GroupMetadataKey("old"), None)]
+    assert coordinator.groups.get("old") is None and coordinator.groups.get("new") is not None
+    broker.shutdown()
+    again = make_broker(data)
+    try:
+        assert again.group_coordinator.groups.get("old") is None
+        error, fetched = again.group_coordinator.fetch_offsets("old", [("t", [0])])
+        assert (error, fetched[0][1][0].offset) == (Error.NONE, -1)
+        assert again.group_coordinator.groups.get("new") is not None
+    finally:
+        again.shutdown()
+
+
+def test_write_failures_are_reported(broker: Broker) -> None:
+    coordinator = broker.group_coordinator
+    coordinator.ensure_topic()
+    partition = broker.partition(OFFSETS_TOPIC, partition_for("g", PARTITIONS))
+    assert partition is not None
+    partition.isr = []  # acks=all cannot be met
+    errors = coordinator.commit_offsets("g", "", None, -1, -1, [("t", [PartitionCommit(0, 1)])],
+                                        8)
+    assert errors == {("t", 0): Error.NOT_COORDINATOR}
+    assert coordinator.fetch_offsets("g", [("t", [0])])[0] is Error.NOT_COORDINATOR
+
+
+def test_kafka_dump_log_segments_decodes_our_records(broker: Broker) -> None:
+    require_kafka_jars()
+    coordinator = broker.group_coordinator
+    coordinator.ensure_topic()
+    coordinator.commit_offsets("dumped", "", None, -1, -1,
+                               [("topic-x", [PartitionCommit(3, 1234, 5, "meta-y")])], 8)
+    coordinator.delete_groups(["dumped"])
+    partition = broker.partition(OFFSETS_TOPIC, partition_for("dumped", PARTITIONS))
+    assert partition is not None
+    partition.log.flush()
+    segment = sorted(partition.log.directory.glob("*.log"))[0]
+    done = subprocess.run(
+        [str(RUN_CLASS), "org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder",
+         "--files", str(segment)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert not re.search(r"exception|error", done.stderr, re.IGNORECASE), done.stderr
+    decoded = []
+    for line in done.stdout.splitlines():
+        m = re.search(r" key: (\{.*\}) payload: (.*)$", line)
+        if m:
+            value = None if m.group(2) == "<DELETE>" else json.loads(m.group(2))
+            decoded.append((json.loads(m.group(1)), value))
+    offset_key = {"type": "1", "data": {"group": "dumped", "topic": "topic-x", "partition": 3}}
+    assert decoded == [
+        (offset_key, {"version": "3", "data": {"offset": 1234, "leaderEpoch": 5,
+                                                "metadata": "meta-y",
+                                                "commitTimestamp": decoded[0][1]["data"][
+                                                    "commitTimestamp"]}}),
+        (offset_key, None),
+        ({"type": "2", "data": {"group": "dumped"}}, None)], done.stdout
