@@ -9,7 +9,7 @@ CORE := $(VENV)/.core-stamp
 DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log clean
+.PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log bench bench-quick clean
 
 # The broker alone: what `make serve` needs.
 $(CORE): pyproject.toml
@@ -59,6 +59,19 @@ lint: install
 ## (kafka-python, aiokafka, confluent-kafka, kcat, Kafka's Java tools, Spark) against josefk.
 test: install kafka-jars spark-jars kcat lint
 	$(REQUIRE) $(BIN)/pytest tests compat_tests $(PYTEST_ARGS)
+
+BENCH := $(VENV)/.bench-stamp
+$(BENCH): $(CORE)
+	$(BIN)/pip install -q -e '.[bench]'
+	touch $@
+
+## josefk vs Apache Kafka 4.x, every workload, 5 alternating rounds (~15-20 min); ARGS for options.
+bench: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.run $(ARGS)
+
+## The same as a ~1-2 min smoke test (checks the plumbing; figures not meaningful).
+bench-quick: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.run --quick $(ARGS)
 
 ## Storage engine throughput against a plain os.write loop (1 GiB).
 bench-log: install
