@@ -7,14 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from josefk.log.log import AppendInfo, Log
+from josefk.protocol.error_codes import (
+    FENCED_LEADER_EPOCH,
+    INVALID_RECORD,
+    INVALID_REQUIRED_ACKS,
+    NOT_ENOUGH_REPLICAS,
+    UNKNOWN_LEADER_EPOCH,
+)
 from josefk.protocol.record_batch import iter_batches
-
-NONE = 0
-NOT_ENOUGH_REPLICAS = 19
-INVALID_RECORD = 87
-INVALID_REQUIRED_ACKS = 21
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
 
 
 class PartitionError(Exception):

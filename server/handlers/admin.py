@@ -29,6 +29,17 @@ from josefk.cluster.metadata import (
     validate_topic_name,
 )
 from josefk.log.partition_metadata import kafka_uuid_str
+from josefk.protocol.error_codes import (
+    INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
+    KAFKA_STORAGE_ERROR,
+    MISMATCHED_ENDPOINT_TYPE,
+    NONE,
+    TOPIC_DELETION_DISABLED,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_ENDPOINT_TYPE,
+)
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
 
@@ -37,15 +48,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-INVALID_REQUEST = 42
-KAFKA_STORAGE_ERROR = 56
-TOPIC_DELETION_DISABLED = 73
-UNKNOWN_TOPIC_ID = 100
-MISMATCHED_ENDPOINT_TYPE = 114
-UNSUPPORTED_ENDPOINT_TYPE = 115
 
 ZERO_UUID = uuid.UUID(int=0)
 #: Kafka's ``Topic.isInternal``.

@@ -24,6 +24,13 @@ from kafka.protocol.admin import (
 from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.metadata import ClusterError, InvalidTopicError, validate_topic_name
+from josefk.protocol.error_codes import (
+    INVALID_CONFIG,
+    INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
+    NONE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.messages import Request
 from josefk.server.config import (
     BROKER_KEYS,
@@ -41,11 +48,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
 
 # ConfigResource.Type ids.
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32

@@ -17,6 +17,12 @@ from kafka.protocol.consumer import FetchResponse
 
 from josefk.cluster.partition import PartitionError
 from josefk.log.log import OffsetOutOfRangeError
+from josefk.protocol.error_codes import (
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.header import is_flexible
 from josefk.protocol.messages import Request, encode_response
 from josefk.server.handlers import Response
@@ -26,10 +32,6 @@ if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
 FETCH = 1
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-UNKNOWN_TOPIC_ID = 100
 READ_COMMITTED = 1
 
 TopicResp = FetchResponse.FetchableTopicResponse

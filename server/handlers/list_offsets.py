@@ -8,6 +8,10 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
 from josefk.cluster.partition import Partition, PartitionError
+from josefk.protocol.error_codes import (
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
 
@@ -20,9 +24,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 READ_COMMITTED = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-UNSUPPORTED_VERSION = 35
 
 TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResp = TopicResp.ListOffsetsPartitionResponse

@@ -9,15 +9,17 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
 from josefk.cluster.metadata import ClusterError, Topic
+from josefk.protocol.error_codes import (
+    LEADER_NOT_AVAILABLE,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-UNKNOWN_TOPIC_ID = 100
 ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 

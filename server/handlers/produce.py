@@ -9,6 +9,11 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from josefk.cluster.partition import PartitionError
+from josefk.protocol.error_codes import (
+    CORRUPT_MESSAGE,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.messages import Request
 from josefk.protocol.record_batch import RecordBatchError
 from josefk.server.connection import CloseConnection
@@ -17,9 +22,6 @@ from josefk.server.handlers import Response
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-CORRUPT_MESSAGE = 2
 
 logger = logging.getLogger(__name__)
 

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
 
+from josefk.protocol.error_codes import COORDINATOR_NOT_AVAILABLE
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
-COORDINATOR_NOT_AVAILABLE = 15
 
 logger = logging.getLogger(__name__)
 

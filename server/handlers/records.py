@@ -13,6 +13,14 @@ from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from josefk.log.log import OffsetOutOfRangeError
+from josefk.protocol.error_codes import (
+    INVALID_TOPIC_EXCEPTION,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    POLICY_VIOLATION,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
 
@@ -21,12 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = 1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-INVALID_TOPIC_EXCEPTION = 17
-POLICY_VIOLATION = 44
 HIGH_WATERMARK = -1  # DeleteRecords: delete everything below the high watermark
 INVALID_LOW_WATERMARK = -1
 #: Kafka's ``Topic.isInternal``: DeleteRecords refuses them.
