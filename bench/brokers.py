@@ -96,7 +96,7 @@ def cprofile_command(port: int, data_dir: Path, stats_path: Path) -> list[str]:
 
 
 class BrokerError(RuntimeError):
-    pass
+    """A broker did not start, answer or stop as expected."""
 
 
 class BrokerProcess:

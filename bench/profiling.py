@@ -39,7 +39,7 @@ from typing import Any
 
 
 class ProfilerError(RuntimeError):
-    pass
+    """A profiler could not be started or attached."""
 
 
 def py_spy_binary() -> str | None:

@@ -137,7 +137,7 @@ def failed(error: str, **detail: Any) -> Outcome:
 
 
 class WorkloadError(RuntimeError):
-    pass
+    """A workload's client failed; the run records it and goes on."""
 
 
 @dataclass
