@@ -14,12 +14,14 @@ from pathlib import Path
 from josefk.log.config import LogConfig
 from josefk.log.leader_epoch import LeaderEpochCache
 from josefk.log.producer_state import BatchMetadata, ProducerEntry, ProducerStateManager
-from josefk.log.segment import DELETED_SUFFIX, LogSegment, TimestampOffset
+from josefk.log.segment import DELETED_SUFFIX, Data, LogSegment, TimestampOffset, data_size
 from josefk.protocol.record_batch import (
+    HEADER_SIZE,
     BatchHeader,
     RecordBatchError,
     assign_offset,
     parse_header,
+    rewritten_header,
     set_leader_epoch,
     set_log_append_time,
     validate_batches,
@@ -202,9 +204,8 @@ class Log:
         RecordBatchError and nothing is written.
         """
         now = now_ms() if now is None else now
-        buf = records if isinstance(records, bytearray) else bytearray(records)
-        batches = validate_batches(buf)
-        self._check_sizes(buf, batches)
+        batches = validate_batches(records)
+        self._check_sizes(records, batches)
         if not self.config.log_append_time:
             self._check_timestamps(batches, now)
         for _, header in batches:
@@ -215,6 +216,14 @@ class Log:
                 self.producer_state.validate(header)
         offset = self.log_end_offset
         append_time = now if self.config.log_append_time else -1
+        if len(batches) == 1 and not isinstance(records, bytearray):
+            # The produce path: one batch in a read-only request buffer. Only its header
+            # is copied and rewritten; the records go from the request buffer to the file.
+            size = batches[0][1].size
+            head = rewritten_header(records, 0, size, offset, leader_epoch, append_time)
+            parts = [head, memoryview(records)[HEADER_SIZE:size]]
+            return self._append(parts, [(0, parse_header(head))], now, append_time)
+        buf = records if isinstance(records, bytearray) else bytearray(records)
         for pos, header in batches:
             assign_offset(buf, pos, offset)
             set_leader_epoch(buf, pos, leader_epoch)
@@ -255,7 +264,8 @@ class Log:
             expected = header.next_offset
         return self._append(records, batches, now_ms(), -1)
 
-    def _check_sizes(self, buf: bytearray, batches: list[tuple[int, BatchHeader]]) -> None:
+    def _check_sizes(self, buf: bytes | bytearray | memoryview,
+                     batches: list[tuple[int, BatchHeader]]) -> None:
         for _, header in batches:
             if header.size > self.config.max_message_bytes:
                 raise RecordTooLargeError(
@@ -265,14 +275,14 @@ class Log:
             raise RecordListTooLargeError(
                 f"{len(buf)} bytes exceed segment.bytes {self.config.segment_bytes}")
 
-    def _append(self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]], now: int,
+    def _append(self, buf: Data, batches: list[tuple[int, BatchHeader]], now: int,
                 append_time: int) -> AppendInfo:
         headers = [h for _, h in batches]
         first, last = headers[0].base_offset, headers[-1].last_offset
         max_ts = max(headers, key=_by_max_timestamp) if len(headers) > 1 else headers[0]
         for chunk_buf, chunk in self._chunks_fitting_indexes(buf, batches):
             chunk_max = max(h.max_timestamp for _, h in chunk)
-            self._maybe_roll(len(chunk_buf), len(chunk), chunk_max, chunk[0][1].base_offset,
+            self._maybe_roll(data_size(chunk_buf), len(chunk), chunk_max, chunk[0][1].base_offset,
                              chunk[-1][1].last_offset, now)
             self.active_segment.append(chunk_buf, chunk)
         latest_epoch = self.leader_epochs.latest_epoch
@@ -289,15 +299,15 @@ class Log:
         return AppendInfo(first, last, max_ts.max_timestamp, max_ts.last_offset, append_time,
                           self.log_start_offset, headers)
 
-    def _chunks_fitting_indexes(self, buf: bytes | bytearray,
-                                batches: list[tuple[int, BatchHeader]]
-                                ) -> list[tuple[bytes | bytearray | memoryview,
-                                                list[tuple[int, BatchHeader]]]]:
-        """Split an append whose batches could not all be indexed by one fresh segment."""
+    def _chunks_fitting_indexes(self, buf: Data, batches: list[tuple[int, BatchHeader]]
+                                ) -> list[tuple[Data, list[tuple[int, BatchHeader]]]]:
+        """Split an append whose batches could not all be indexed by one fresh segment
+        (only follower appends carry many batches; they come as one buffer)."""
         segment = self.active_segment
         room = min(segment.offset_index.max_entries, segment.time_index.max_entries - 1)
         if len(batches) <= room:
             return [(buf, batches)]
+        assert not isinstance(buf, list)
         view = memoryview(buf)
         chunks = []
         for i in range(0, len(batches), room):

@@ -34,6 +34,15 @@ _READ_CHUNK = 1 << 20
 logger = logging.getLogger(__name__)
 
 
+Buffer = bytes | bytearray | memoryview
+#: Bytes to append: one buffer, or buffers written in order with one pwritev.
+Data = Buffer | list[Buffer]
+
+
+def data_size(data: Data) -> int:
+    return sum(len(part) for part in data) if isinstance(data, list) else len(data)
+
+
 def segment_name(base_offset: int) -> str:
     """Kafka's file name stem: the base offset zero-padded to 20 digits."""
     return f"{base_offset:020d}"
@@ -113,8 +122,7 @@ class LogSegment:
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
-    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
-               ) -> None:
+    def append(self, data: Data, batches: list[tuple[int, BatchHeader]]) -> None:
         """Append whole batches (``batches`` are positions within ``data`` and headers)."""
         if not batches:
             return
@@ -124,10 +132,16 @@ class LogSegment:
         start = self.size
         if start == 0:
             self._rolling_timestamp = batches[0][1].max_timestamp
-        written = os.pwrite(self.fd, data, start)
-        if written < len(data):
-            self._write_at(memoryview(data)[written:], start + written)
-        self.size += len(data)
+        size = data_size(data)
+        if isinstance(data, list):
+            written = os.pwritev(self.fd, data, start)
+            if written < size:
+                self._write_at(memoryview(b"".join(data))[written:], start + written)
+        else:
+            written = os.pwrite(self.fd, data, start)
+            if written < size:
+                self._write_at(memoryview(data)[written:], start + written)
+        self.size += size
         for pos, header in batches:
             self._index_batch(start + pos, header)
 

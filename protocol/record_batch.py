@@ -206,6 +206,24 @@ def set_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
     _INT32.pack_into(buf, pos + LEADER_EPOCH_AT, epoch)
 
 
+def rewritten_header(buf: bytes | bytearray | memoryview, pos: int, size: int, base_offset: int,
+                     epoch: int, append_time: int = -1) -> bytearray:
+    """A copy of the batch's 61-byte header with baseOffset and partitionLeaderEpoch set
+    (and, if ``append_time`` >= 0, LogAppendTime with its CRC), leaving ``buf`` untouched:
+    the body can then be written from the request's own buffer."""
+    header = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
+    assign_offset(header, 0, base_offset)
+    set_leader_epoch(header, 0, epoch)
+    if append_time >= 0:
+        (attributes,) = _INT16.unpack_from(header, ATTRIBUTES_AT)
+        _INT16.pack_into(header, ATTRIBUTES_AT, attributes | TIMESTAMP_TYPE_BIT)
+        _INT64.pack_into(header, MAX_TIMESTAMP_AT, append_time)
+        crc = crc32c.crc32c(memoryview(buf)[pos + HEADER_SIZE : pos + size],
+                            crc32c.crc32c(memoryview(header)[CRC_COVERS_FROM:]))
+        _UINT32.pack_into(header, CRC_AT, crc)
+    return header
+
+
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:
     """Stamp the batch with LogAppendTime: maxTimestamp, the timestamp-type bit, a new CRC."""
     (attributes,) = _INT16.unpack_from(buf, pos + ATTRIBUTES_AT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from josefk.log.log import Log
-from josefk.protocol.record_batch import RecordBatchError
+from josefk.protocol.record_batch import RecordBatchError, parse_header
 
 from .conftest import BASE_TS, build_batch, log_batches, log_records, seg_name
 
@@ -86,3 +86,25 @@ def test_follower_append_rejects_offsets_out_of_order(make_log) -> None:
         log.append_as_follower(bytes(data))
     assert log.log_end_offset == 0
     assert log_size(log) == 0
+
+
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_read_only_and_mutable_buffers_write_the_same_bytes(make_log, timestamp_type) -> None:
+    """A produce request's bytes are written without a copy (header rewritten apart,
+    body from the request buffer); a bytearray is rewritten in place. Same file either way,
+    and the request buffer is left as it was."""
+    batch = build_batch(3, BASE_TS, base_offset=55, leader_epoch=-1)
+    request = memoryview(batch)
+    ours = make_log(message_timestamp_type=timestamp_type)
+    theirs = make_log(message_timestamp_type=timestamp_type)
+    for _ in range(3):
+        ours.append_as_leader(request, leader_epoch=7, now=BASE_TS + 10)
+        theirs.append_as_leader(bytearray(batch), leader_epoch=7, now=BASE_TS + 10)
+    assert bytes(request) == batch
+    written = (ours.directory / seg_name(0)).read_bytes()
+    assert written == (theirs.directory / seg_name(0)).read_bytes()
+    headers = log_batches(ours)
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 7), (3, 7), (6, 7)]
+    sent_max = parse_header(batch).max_timestamp
+    expected_max = BASE_TS + 10 if timestamp_type == "LogAppendTime" else sent_max
+    assert {h.max_timestamp for h in headers} == {expected_max}
