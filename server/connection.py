@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -45,6 +46,8 @@ class Connection:
         self.enabled = enabled
         self.decoder = FrameDecoder(max_size=max_request_size)
         self.idle_timeout_s = idle_timeout_s
+        # Response bytes not yet sent: answers to pipelined requests go out in one send.
+        self._pending: list[bytes | bytearray | memoryview] = []
         try:
             host, port = stream.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
@@ -64,12 +67,18 @@ class Connection:
             logger.exception("closing connection from %s after an internal error", self.peer)
         finally:
             with trio.CancelScope(shield=True):
+                # Answers to the requests before a bad one still go out, briefly.
+                with trio.move_on_after(1), contextlib.suppress(
+                        trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    await self._flush()
                 await self.stream.aclose()
 
     async def _loop(self) -> None:
         while True:
             frame = self.decoder.next_frame()
             if frame is None:
+                # No more requests buffered: send the answers gathered so far at once.
+                await self._flush()
                 with trio.move_on_after(self.idle_timeout_s) as idle:
                     data = await self.stream.receive_some(RECEIVE_SIZE)
                 if idle.cancelled_caught:
@@ -87,7 +96,7 @@ class Connection:
         except UnsupportedVersionError as e:
             if e.api_key != API_VERSIONS:
                 raise
-            await self.stream.send_all(api_versions_unsupported_frame(e.correlation_id))
+            self._pending.append(api_versions_unsupported_frame(e.correlation_id))
             return
         except FramingError:
             raise
@@ -96,16 +105,25 @@ class Connection:
             await self._send(parts)
 
     async def _send(self, parts: Sequence[Part]) -> None:
+        """Queue a response's bytes; file regions go out at once, after what is queued."""
         try:
             for part in parts:
                 if isinstance(part, FileRegion):
+                    await self._flush()
                     await self._sendfile(part)
                 else:
-                    await self.stream.send_all(part)
+                    self._pending.append(part)
         finally:
             for part in parts:
                 if isinstance(part, FileRegion):
                     part.close()
+
+    async def _flush(self) -> None:
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
+        await self.stream.send_all(data)
 
     async def _sendfile(self, region: FileRegion) -> None:
         """Zero-copy: segment file → socket, waiting for writability on EAGAIN."""
