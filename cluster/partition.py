@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 from josefk.log.log import AppendInfo, Log
 from josefk.protocol.error_codes import (
     FENCED_LEADER_EPOCH,
-    INVALID_RECORD,
     INVALID_REQUIRED_ACKS,
     NOT_ENOUGH_REPLICAS,
     UNKNOWN_LEADER_EPOCH,
 )
-from josefk.protocol.record_batch import iter_batches
 
 
 class PartitionError(Exception):
@@ -82,11 +80,7 @@ class Partition:
             raise PartitionError(NOT_ENOUGH_REPLICAS,
                                  f"{len(self.isr)} in-sync replicas, min.insync.replicas="
                                  f"{min_isr}")
-        if sum(1 for _ in iter_batches(records)) != 1:
-            # Produce v3+ carries exactly one batch per partition, as Kafka requires.
-            raise PartitionError(INVALID_RECORD, "a produce request must hold exactly one "
-                                                 "record batch per partition")
-        info = self.log.append_as_leader(records, self.leader_epoch)
+        info = self.log.append_as_leader(records, self.leader_epoch, one_batch=True)
         self.maybe_advance_high_watermark()
         return info
 

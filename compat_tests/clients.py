@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import confluent_kafka
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -54,6 +55,12 @@ class Got:
     def rec(self) -> Rec:
         """The record without its offset and timestamp type, to compare with what was sent."""
         return Rec(self.key, self.value, self.headers, self.timestamp)
+
+    @classmethod
+    def of(cls, m: Any) -> Got:
+        """From a kafka-python or aiokafka ConsumerRecord."""
+        return cls(m.offset, m.key, m.value, tuple(m.headers or ()), m.timestamp,
+                   m.timestamp_type)
 
 
 def now_ms() -> int:
@@ -172,17 +179,7 @@ def kafka_python_poll(
     deadline = _deadline(timeout)
     while len(got) < count and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=200).values():
-            got.extend(
-                Got(
-                    m.offset,
-                    m.key,
-                    m.value,
-                    tuple(m.headers or ()),
-                    m.timestamp,
-                    m.timestamp_type,
-                )
-                for m in records
-            )
+            got.extend(Got.of(m) for m in records)
     return got
 
 
@@ -261,17 +258,7 @@ async def _aiokafka_consume(
         while len(got) < count and time.monotonic() < deadline:
             batches = await consumer.getmany(tp, timeout_ms=200)
             for records in batches.values():
-                got.extend(
-                    Got(
-                        m.offset,
-                        m.key,
-                        m.value,
-                        tuple(m.headers or ()),
-                        m.timestamp,
-                        m.timestamp_type,
-                    )
-                    for m in records
-                )
+                got.extend(Got.of(m) for m in records)
         return got
     finally:
         await consumer.stop()

@@ -18,6 +18,7 @@ from josefk.log.segment import DELETED_SUFFIX, Data, LogSegment, TimestampOffset
 from josefk.protocol.record_batch import (
     HEADER_SIZE,
     BatchHeader,
+    InvalidRecordError,
     RecordBatchError,
     assign_offset,
     parse_header,
@@ -195,16 +196,21 @@ class Log:
 
     # --- appending -------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes | bytearray, leader_epoch: int,
-                         now: int | None = None) -> AppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         now: int | None = None, one_batch: bool = False) -> AppendInfo:
         """Validate a producer's batches, assign offsets and append them.
 
-        The batches are rewritten in place (baseOffset, partitionLeaderEpoch and,
-        for LogAppendTime, maxTimestamp), never re-encoded. A bad batch raises a
-        RecordBatchError and nothing is written.
+        Only baseOffset, partitionLeaderEpoch and, for LogAppendTime, maxTimestamp are
+        rewritten, never the records: in place in a bytearray; for read-only bytes in a
+        copy of the batch header, the body written from ``records`` itself. With
+        ``one_batch`` (Produce v3+) anything but exactly one batch is INVALID_RECORD.
+        A bad batch raises a RecordBatchError and nothing is written.
         """
         now = now_ms() if now is None else now
         batches = validate_batches(records)
+        if one_batch and len(batches) != 1:
+            raise InvalidRecordError("a produce request must hold exactly one record batch "
+                                     "per partition")
         self._check_sizes(records, batches)
         if not self.config.log_append_time:
             self._check_timestamps(batches, now)

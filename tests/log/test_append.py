@@ -108,3 +108,15 @@ def test_read_only_and_mutable_buffers_write_the_same_bytes(make_log, timestamp_
     sent_max = parse_header(batch).max_timestamp
     expected_max = BASE_TS + 10 if timestamp_type == "LogAppendTime" else sent_max
     assert {h.max_timestamp for h in headers} == {expected_max}
+
+
+def test_produce_appends_take_exactly_one_batch(make_log) -> None:
+    """Produce v3+ carries one batch per partition; two are INVALID_RECORD, nothing written."""
+    log = make_log()
+    with pytest.raises(RecordBatchError) as raised:
+        log.append_as_leader(build_batch(1) + build_batch(2), leader_epoch=0, now=BASE_TS,
+                             one_batch=True)
+    assert raised.value.error_code == 87
+    assert log.log_end_offset == 0 and log_size(log) == 0
+    info = log.append_as_leader(build_batch(2), leader_epoch=0, now=BASE_TS, one_batch=True)
+    assert (info.first_offset, info.last_offset) == (0, 1)
