@@ -1,4 +1,7 @@
-"""Read the request header (v1, or v2 for flexible api versions) at the start of a frame."""
+"""Read the request header (v1, or v2 for flexible api versions) at the start of a frame.
+
+ControlledShutdown v0 alone uses header v0, which has no client id.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +24,11 @@ Buffer = bytes | bytearray | memoryview
 _NO_TAGS: Mapping[int, bytes] = MappingProxyType({})
 # api_key, api_version, correlation_id, then the client id's int16 length.
 _FIXED_PART = struct.Struct(">hhih")
+# Header v0 (ControlledShutdown v0 only): api_key, api_version, correlation_id.
+_V0_PART = struct.Struct(">hhi")
+_CONTROLLED_SHUTDOWN = int(ApiKey.ControlledShutdown)
+# Our JSON specs of the apis kafka-python has none for (controller_messages.py).
+_OWN_SCHEMAS = f"{__package__}.schemas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +48,17 @@ class RequestHeader:
 def _flexible_range(api_key: int) -> tuple[int, int] | None:
     try:
         name = ApiKey(api_key).name
-        with warnings.catch_warnings():  # kafka-python uses deprecated importlib calls
-            warnings.simplefilter("ignore", DeprecationWarning)
-            schema = load_json(name + "Request")
-    except (ValueError, FileNotFoundError):
+    except ValueError:
         return None
-    return BaseField.parse_versions(schema.get("flexibleVersions"))
+    for package in (_OWN_SCHEMAS, None):  # None: kafka-python's own schemas
+        try:
+            with warnings.catch_warnings():  # kafka-python uses deprecated importlib calls
+                warnings.simplefilter("ignore", DeprecationWarning)
+                schema = load_json(name + "Request", package=package)
+        except FileNotFoundError:
+            continue
+        return BaseField.parse_versions(schema.get("flexibleVersions"))
+    return None
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
@@ -85,11 +98,18 @@ def parse_request_header(frame: Buffer) -> RequestHeader:
     The client id is always a classic int16-length nullable string, even in
     header v2. It is decoded leniently (bad UTF-8 becomes U+FFFD) as Java does.
     Header v2 tagged fields are returned raw; RequestHeader defines none.
+    ControlledShutdown v0's header v0 has no client id (None here).
     """
     end = len(frame)
+    if end < _V0_PART.size:
+        raise ProtocolError(f"request header truncated: {end} bytes")
+    api_key, api_version, correlation_id = _V0_PART.unpack_from(frame)
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        # Kafka's only header v0 (ApiMessageType.requestHeaderVersion): no client id.
+        return RequestHeader(api_key, api_version, correlation_id, None, False, _V0_PART.size)
     if end < _FIXED_PART.size:
         raise ProtocolError(f"request header truncated: {end} bytes")
-    api_key, api_version, correlation_id, length = _FIXED_PART.unpack_from(frame)
+    length = _FIXED_PART.unpack_from(frame)[3]
     pos = _FIXED_PART.size
     client_id: str | None = None
     if length >= 0:  # Kafka reads any negative length of a nullable string as null

@@ -26,6 +26,8 @@ from kafka.errors import UnsupportedVersionError as KafkaUnsupportedVersion
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -46,10 +48,14 @@ from kafka.protocol.admin import (
     DescribeLogDirsResponse,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
@@ -98,6 +104,18 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse,
 )
 
+from .controller_messages import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 from .exceptions import (
     MalformedRequestError,
     ProtocolError,
@@ -124,6 +142,11 @@ _PAIRS: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
     (FetchRequest, FetchResponse),
     (ListOffsetsRequest, ListOffsetsResponse),
     (MetadataRequest, MetadataResponse),
+    # Inter-broker apis of ZooKeeper mode, from our own schemas (controller_messages.py).
+    (LeaderAndIsrRequest, LeaderAndIsrResponse),
+    (StopReplicaRequest, StopReplicaResponse),
+    (UpdateMetadataRequest, UpdateMetadataResponse),
+    (ControlledShutdownRequest, ControlledShutdownResponse),
     (OffsetCommitRequest, OffsetCommitResponse),
     (OffsetFetchRequest, OffsetFetchResponse),
     (FindCoordinatorRequest, FindCoordinatorResponse),
@@ -149,7 +172,11 @@ _PAIRS: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
     (CreatePartitionsRequest, CreatePartitionsResponse),
     (DeleteGroupsRequest, DeleteGroupsResponse),
     (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    (ElectLeadersRequest, ElectLeadersResponse),
+    (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
+    (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
+    (AlterPartitionRequest, AlterPartitionResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
     (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
 )

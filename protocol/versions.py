@@ -7,6 +7,12 @@ kafka-python 3.0.12 ships. Maximums are what Kafka 4.0.0 serves; kafka-python's
 schemas come from a newer Kafka (Produce 13, Fetch 18, ListOffsets 11,
 OffsetCommit/OffsetFetch 10, InitProducerId 6, DescribeLogDirs 5) and those
 newer versions switch to topic ids or features we do not implement.
+
+The inter-broker apis of ZooKeeper mode (LeaderAndIsr, StopReplica,
+UpdateMetadata, ControlledShutdown, AlterPartition) have Kafka 3.9.1's full
+ranges, from our own schemas (`controller_messages.py`); Kafka 4 dropped the
+first four. Like every api here, they are only served and advertised once a
+handler for them is registered (`enabled_api_keys`).
 """
 
 from __future__ import annotations
@@ -44,6 +50,10 @@ _TABLE = {
     ApiKey.Fetch: _V(4, 17),
     ApiKey.ListOffsets: _V(1, 10),
     ApiKey.Metadata: _V(0, 13),
+    ApiKey.LeaderAndIsr: _V(0, 7),
+    ApiKey.StopReplica: _V(0, 4),
+    ApiKey.UpdateMetadata: _V(0, 8),
+    ApiKey.ControlledShutdown: _V(0, 3),
     ApiKey.OffsetCommit: _V(2, 9),
     ApiKey.OffsetFetch: _V(1, 9),
     ApiKey.FindCoordinator: _V(0, 6),
@@ -69,7 +79,11 @@ _TABLE = {
     ApiKey.CreatePartitions: _V(0, 3),
     ApiKey.DeleteGroups: _V(0, 2),
     ApiKey.IncrementalAlterConfigs: _V(0, 1),
+    ApiKey.ElectLeaders: _V(0, 2),
+    ApiKey.AlterPartitionReassignments: _V(0, 0),
+    ApiKey.ListPartitionReassignments: _V(0, 0),
     ApiKey.OffsetDelete: _V(0, 0),
+    ApiKey.AlterPartition: _V(0, 3),
     ApiKey.DescribeCluster: _V(0, 2),
     ApiKey.DescribeTopicPartitions: _V(0, 0),
 }

@@ -25,10 +25,20 @@ KAFKA_4_0 = {
     "CreatePartitions": (0, 3), "DeleteGroups": (0, 2), "IncrementalAlterConfigs": (0, 1),
     "OffsetDelete": (0, 0), "DescribeCluster": (0, 2), "DescribeTopicPartitions": (0, 0),
 }
+# Apache Kafka 3.9.1's ranges for the inter-broker apis of ZooKeeper mode.
+KAFKA_3_9_ZK = {
+    "LeaderAndIsr": (0, 7), "StopReplica": (0, 4), "UpdateMetadata": (0, 8),
+    "ControlledShutdown": (0, 3), "AlterPartition": (0, 3),
+    # Admin apis the controller answers (a cluster), as in Kafka 3.9.1.
+    "ElectLeaders": (0, 2), "AlterPartitionReassignments": (0, 0),
+    "ListPartitionReassignments": (0, 0),
+}
 
 
 def test_table_is_kafka_4_0():
-    assert {ApiKey(k).name: tuple(r) for k, r in SUPPORTED_VERSIONS.items()} == KAFKA_4_0
+    assert {ApiKey(k).name: tuple(r) for k, r in SUPPORTED_VERSIONS.items()} == (
+        KAFKA_4_0 | KAFKA_3_9_ZK
+    )
 
 
 def test_every_api_has_kafka_python_classes_that_cover_the_range():
@@ -66,7 +76,7 @@ def test_version_range_contains():
         (ApiKey.ApiVersions, 4, True),
         (ApiKey.ApiVersions, 5, False),
         (ApiKey.ApiVersions, -1, False),
-        (ApiKey.LeaderAndIsr, 0, False),
+        (ApiKey.WriteTxnMarkers, 0, False),
         (999, 0, False),
     ],
 )
@@ -94,7 +104,7 @@ def test_enabled_keys_always_include_apiversions_and_drop_unknown():
 
 
 def test_advertised_versions_sorted_and_filtered():
-    ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.LeaderAndIsr])
+    ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.WriteTxnMarkers])
     assert list(ads) == [0, 1, 18]
     assert ads[0] == VersionRange(0, 12)
     assert ads[18] == VersionRange(0, 4)
