@@ -9,7 +9,8 @@ CORE := $(VENV)/.core-stamp
 DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log bench bench-quick clean
+.PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log bench bench-quick clean \
+	zookeeper-jars kafka39-jars compat-cluster-kafka cluster
 
 # The broker alone: what `make serve` needs.
 $(CORE): pyproject.toml
@@ -29,9 +30,22 @@ install: $(DEV)
 serve: $(CORE)
 	$(BIN)/josefk serve $(ARGS)
 
+## ZooKeeper and three brokers (127.0.0.1:9092-9094, data in ./josefk-cluster) in the foreground.
+cluster: $(CORE) zookeeper-jars
+	$(BIN)/python tools/cluster.py $(ARGS)
+
 ## Apache Kafka's jars from Maven Central into .cache/kafka/libs.
 kafka-jars:
 	tools/kafka/fetch.sh
+
+## Apache ZooKeeper 3.8's server jars from Maven Central into .cache/zookeeper/libs (cluster tests).
+zookeeper-jars:
+	tools/zookeeper/fetch.sh
+
+## Apache Kafka 3.9's jars from Maven Central into .cache/kafka39/libs: the ZooKeeper-mode
+## reference broker of the cluster tests.
+kafka39-jars:
+	tools/kafka39/fetch.sh
 
 ## Spark's Kafka connector and the jars it needs from Maven Central into .cache/spark/jars.
 spark-jars:
@@ -45,19 +59,24 @@ kcat:
 REQUIRE := JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 JOSEFK_REQUIRE_SPARK=1
 
 ## The compatibility suite (stock clients, Java tools, Spark) against josefk.
-compat: install kafka-jars spark-jars kcat
+compat: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat
 	$(REQUIRE) $(BIN)/pytest compat_tests $(PYTEST_ARGS)
 
-## The same suite against Apache Kafka 4.x (KRaft, from the Maven Central jars).
-compat-kafka: install kafka-jars spark-jars kcat
+## The same suite against Apache Kafka 4.x (KRaft, from the Maven Central jars); its
+## cluster tests (compat_tests/cluster) against three Kafka 3.9.1 brokers in ZooKeeper mode.
+compat-kafka: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat
 	$(REQUIRE) $(BIN)/pytest compat_tests --kafka $(PYTEST_ARGS)
+
+## The cluster tests alone against three Apache Kafka 3.9.1 brokers in ZooKeeper mode.
+compat-cluster-kafka: install zookeeper-jars kafka39-jars
+	$(REQUIRE) $(BIN)/pytest compat_tests/cluster --kafka $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .
 
 ## The whole suite: lint, unit and integration tests, then the compatibility suite
 ## (kafka-python, aiokafka, confluent-kafka, kcat, Kafka's Java tools, Spark) against josefk.
-test: install kafka-jars spark-jars kcat lint
+test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat lint
 	$(REQUIRE) $(BIN)/pytest tests compat_tests $(PYTEST_ARGS)
 
 BENCH := $(VENV)/.bench-stamp

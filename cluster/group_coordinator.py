@@ -21,11 +21,12 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import trio
 from kafka.errors import KafkaError
 
+from josefk.cluster.coordinator_host import CoordinatorHost
 from josefk.cluster.group_records import (
     OFFSETS_TOPIC,
     Record,
@@ -59,9 +60,6 @@ from josefk.cluster.partition import PartitionError
 from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.record_batch import HEADER_SIZE, RecordBatchError
 
-if TYPE_CHECKING:
-    from josefk.server.broker import Broker
-
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -76,7 +74,7 @@ def now_ms() -> int:
 class GroupCoordinator:
     """Serves the group and offset APIs for the groups this broker coordinates."""
 
-    def __init__(self, broker: Broker, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(self, broker: CoordinatorHost, clock: Callable[[], int] = now_ms) -> None:
         self.broker = broker
         self.clock = clock
         config = broker.config
@@ -111,13 +109,13 @@ class GroupCoordinator:
                 if (part := self.broker.partition(OFFSETS_TOPIC, p)) is not None
                 and part.is_leader]
 
-    def ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` as Kafka does on the first FindCoordinator."""
         if self.broker.store.get(OFFSETS_TOPIC) is not None:
             return
         config = self.broker.config
         live = len(self.broker.store.brokers()) or 1
-        self.broker.create_topic(
+        await self.broker.create_topic(
             OFFSETS_TOPIC, config.offsets_topic_num_partitions,
             min(config.offsets_topic_replication_factor, live),
             configs={"cleanup.policy": "compact", "compression.type": "producer",
@@ -139,21 +137,21 @@ class GroupCoordinator:
             self.load(p)  # e.g. the topic was created through CreateTopics
         return Error.NONE
 
-    def coordinator_node(self, key: str) -> tuple[Error, BrokerInfo | None]:
+    async def coordinator_node(self, key: str) -> tuple[Error, BrokerInfo | None]:
         """FindCoordinator for a group: the leader of its partition."""
         try:
-            self.ensure_topic()
+            await self.ensure_topic()
         except ClusterError as e:
             logger.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
             return Error.COORDINATOR_NOT_AVAILABLE, None
-        partition = self.broker.partition(OFFSETS_TOPIC, self.partition_for(key))
-        if partition is None or partition.leader_id < 0:
+        view = self.broker.partition_view(OFFSETS_TOPIC, self.partition_for(key))
+        if view is None or view.leader < 0:
             return Error.COORDINATOR_NOT_AVAILABLE, None
-        if partition.leader_id == self.broker.node_id:
+        if view.leader == self.broker.node_id:
             host, port = self.broker.advertised_endpoint()
             return Error.NONE, BrokerInfo(self.broker.node_id, host, port)
         for info in self.broker.store.brokers():
-            if info.node_id == partition.leader_id:
+            if info.node_id == view.leader:
                 return Error.NONE, info
         return Error.COORDINATOR_NOT_AVAILABLE, None
 
@@ -166,6 +164,25 @@ class GroupCoordinator:
         if self.loaded:
             logger.info("loaded %d groups from %d %s partitions", len(self.groups.groups),
                         len(self.loaded), OFFSETS_TOPIC)
+
+    def on_leadership_change(self) -> None:
+        """Follow leadership of ``__consumer_offsets``: load the partitions this broker
+        now leads, drop the groups of those it no longer leads (Kafka's onElection /
+        onResignation); clients of dropped groups get NOT_COORDINATOR and look again."""
+        led = set(self._led_partitions())
+        for p in sorted(self.loaded - led):
+            self.unload(p)
+        for p in sorted(led - self.loaded):
+            self.load(p)
+
+    def unload(self, p: int) -> None:
+        count = self.num_partitions
+        for group_id in [g for g in self.groups.groups if partition_for(g, count) == p]:
+            del self.groups.groups[group_id]
+        for group_id in [g for g in self.groups.offsets if partition_for(g, count) == p]:
+            del self.groups.offsets[group_id]
+        self.loaded.discard(p)
+        logger.info("unloaded %s-%d: this broker no longer leads it", OFFSETS_TOPIC, p)
 
     def load(self, p: int, *, wake: bool = True) -> None:
         """Replay partition ``p`` from its log start to its end (transactional records

@@ -2,8 +2,8 @@
 
 `MetadataStore` is the interface the broker codes against; `LocalMetadataStore` is
 the single-broker implementation that keeps everything (and the cluster id) in one
-JSON file in the first log dir. A ZooKeeper-backed store (Kafka's znode layout) will
-implement the same interface.
+JSON file in the first log dir; ``josefk.cluster.zk_store.ZkMetadataStore`` is the
+cluster implementation over Kafka's znodes.
 
 Errors mirror what Kafka's controller answers (``ReplicationControlManager``), each
 carrying the Kafka error code. Replica placement is Kafka's rack-unaware
@@ -191,7 +191,8 @@ def assign_replicas(broker_ids: Iterable[int], num_partitions: int, replication_
 
 
 class MetadataStore(ABC):
-    """Where the cluster's topics live. Changes raise a `ClusterError` subclass when
+    """Where the cluster's topics live. Reads answer from memory; changes are async
+    (in a cluster they go through ZooKeeper), raise a `ClusterError` subclass when
     refused and are durable when they return."""
 
     @property
@@ -214,126 +215,72 @@ class MetadataStore(ABC):
     def get_by_id(self, topic_id: uuid.UUID) -> Topic | None: ...
 
     @abstractmethod
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
-                     | None = None,
-                     configs: Mapping[str, str] | None = None,
-                     validate_only: bool = False) -> Topic:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
+                           | None = None,
+                           configs: Mapping[str, str] | None = None,
+                           validate_only: bool = False) -> Topic:
         """CreateTopics for one topic. ``num_partitions`` / ``replication_factor`` of -1
         take the store's defaults; with a manual ``assignment`` (replica lists by
         partition) both must be -1. ``validate_only`` checks everything, changes nothing
         and returns the topic that would have been created."""
 
     @abstractmethod
-    def delete_topic(self, name: str) -> Topic:
+    async def delete_topic(self, name: str) -> Topic:
         """Remove a topic; returns what it was. UnknownTopicError if there is none."""
 
     @abstractmethod
-    def create_partitions(self, name: str, new_total: int,
-                          assignment: Sequence[Sequence[int]] | None = None,
-                          validate_only: bool = False) -> Topic:
+    async def create_partitions(self, name: str, new_total: int,
+                                assignment: Sequence[Sequence[int]] | None = None,
+                                validate_only: bool = False) -> Topic:
         """Grow a topic to ``new_total`` partitions; ``assignment`` lists the replicas of
         the new partitions only."""
 
     @abstractmethod
-    def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
-                            delete: Iterable[str] = (),
-                            validate_only: bool = False) -> Topic:
+    async def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
+                                  delete: Iterable[str] = (),
+                                  validate_only: bool = False) -> Topic:
         """Set and remove config overrides (IncrementalAlterConfigs); the resulting
         overrides are validated as a whole."""
 
 
-# --- the local implementation ------------------------------------------------------------
+# --- planning changes, shared by both stores ---------------------------------------------
 
 
-class LocalMetadataStore(MetadataStore):
-    """One broker's metadata, persisted in ``<log_dir>/__josefk_metadata.json``.
+class PlanningStore(MetadataStore):
+    """Validation and replica placement common to every store: each ``plan_*`` returns
+    the topic a change would produce, or raises the ClusterError Kafka answers with.
+    Subclasses supply the live brokers and commit the plans their own way."""
 
-    The file name has no ``-<partition>`` suffix, so it is never a partition directory.
-    Opening creates ``log_dir`` and the file (with a new random cluster id, unless
-    ``cluster_id`` is given); an existing file must hold the same ``cluster_id`` if one is
-    given. Every change is written (atomically) before it becomes visible. ``broker``
-    is what `brokers` reports; assign a new BrokerInfo once the listener's port is known.
-    """
-
-    def __init__(self, log_dir: Path, broker: BrokerInfo, *,
-                 validate_configs: ConfigValidator | None = None,
-                 cluster_id: str | None = None,
+    def __init__(self, *, validate_configs: ConfigValidator | None = None,
                  default_num_partitions: int = 1, default_replication_factor: int = 1,
                  rng: _Rng = random) -> None:
-        self.path = Path(log_dir) / METADATA_FILE
-        self.broker = broker
         self.validate_configs = validate_configs
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self.rng = rng
-        self._topics: dict[str, Topic] = {}
-        self._by_id: dict[uuid.UUID, Topic] = {}
-        loaded = _load(self.path)
-        if loaded is None:
-            self._cluster_id = cluster_id or kafka_uuid_str(random_kafka_uuid())
-            self._commit({})
-            return
-        stored_id, topics = loaded
-        if cluster_id is not None and cluster_id != stored_id:
-            raise InconsistentClusterIdError(
-                f"The cluster id {cluster_id} doesn't match the stored one ({stored_id}) "
-                f"in {self.path}")
-        self._cluster_id = stored_id
-        self._topics = topics
-        self._by_id = {t.topic_id: t for t in topics.values()}
 
-    # reads
-
-    @property
-    def cluster_id(self) -> str:
-        return self._cluster_id
-
-    def brokers(self) -> list[BrokerInfo]:
-        return [self.broker]
-
-    def topics(self) -> list[Topic]:
-        return [self._topics[name] for name in sorted(self._topics)]
-
-    def get(self, name: str) -> Topic | None:
-        return self._topics.get(name)
-
-    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        return self._by_id.get(topic_id)
-
-    # changes
-
-    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                     assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
-                     | None = None,
-                     configs: Mapping[str, str] | None = None,
-                     validate_only: bool = False) -> Topic:
+    def plan_create(self, name: str, num_partitions: int, replication_factor: int,
+                    assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]] | None,
+                    configs: Mapping[str, str] | None, topic_id: uuid.UUID) -> Topic:
         validate_topic_name(name)
-        if name in self._topics:
+        if self.get(name) is not None:
             raise TopicExistsError(f"Topic '{name}' already exists.")
         unified = unify_collision_chars(name)
-        for other in self._topics:
-            if unify_collision_chars(other) == unified:
-                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+        for other in self.topics():
+            if unify_collision_chars(other.name) == unified:
+                raise InvalidTopicError(
+                    f"Topic '{name}' collides with existing topic: {other.name}")
         configs = dict(configs or {})
         self._check_configs(configs)
         if assignment is not None and len(assignment) > 0:
             replicas = self._manual_assignment(assignment, num_partitions, replication_factor)
         else:
             replicas = self._placed(num_partitions, replication_factor)
-        topic = Topic.of(name, self._new_topic_id(), replicas, configs)
-        if not validate_only:
-            self._commit({**self._topics, name: topic})
-        return topic
+        return Topic.of(name, topic_id, replicas, configs)
 
-    def delete_topic(self, name: str) -> Topic:
-        topic = self._existing(name)
-        self._commit({n: t for n, t in self._topics.items() if n != name})
-        return topic
-
-    def create_partitions(self, name: str, new_total: int,
-                          assignment: Sequence[Sequence[int]] | None = None,
-                          validate_only: bool = False) -> Topic:
+    def plan_create_partitions(self, name: str, new_total: int,
+                               assignment: Sequence[Sequence[int]] | None) -> Topic:
         topic = self._existing(name)
         current = topic.num_partitions
         if new_total == current:
@@ -357,28 +304,19 @@ class LocalMetadataStore(MetadataStore):
             start = next((i for i, b in enumerate(brokers) if b >= topic.replicas[0][0]), 0)
             new = tuple(tuple(r) for r in _place(brokers, added, rf, start, self.rng,
                                                  start_partition_id=current))
-        grown = Topic.of(topic.name, topic.topic_id, topic.replicas + list(new), topic.configs)
-        if not validate_only:
-            self._commit({**self._topics, name: grown})
-        return grown
+        return Topic.of(topic.name, topic.topic_id, topic.replicas + list(new), topic.configs)
 
-    def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
-                            delete: Iterable[str] = (),
-                            validate_only: bool = False) -> Topic:
+    def plan_alter_configs(self, name: str, set: Mapping[str, str] | None,
+                           delete: Iterable[str]) -> Topic:
         topic = self._existing(name)
         configs = {**topic.configs, **(set or {})}
         for key in delete:
             configs.pop(key, None)
         self._check_configs(configs)
-        altered = Topic(topic.name, topic.topic_id, topic.partitions, MappingProxyType(configs))
-        if not validate_only:
-            self._commit({**self._topics, name: altered})
-        return altered
-
-    # helpers
+        return Topic(topic.name, topic.topic_id, topic.partitions, MappingProxyType(configs))
 
     def _existing(self, name: str) -> Topic:
-        topic = self._topics.get(name)
+        topic = self.get(name)
         if topic is None:
             raise UnknownTopicError(f"Unable to locate the topic {name}")
         return topic
@@ -454,11 +392,103 @@ class LocalMetadataStore(MetadataStore):
                 f"{rf} replica(s).")
         return tuple(replicas)
 
-    def _new_topic_id(self) -> uuid.UUID:
+    def new_topic_id(self) -> uuid.UUID:
         while True:
             topic_id = random_kafka_uuid()
-            if topic_id not in self._by_id:
+            if self.get_by_id(topic_id) is None:
                 return topic_id
+
+
+# --- the local implementation ------------------------------------------------------------
+
+
+class LocalMetadataStore(PlanningStore):
+    """One broker's metadata, persisted in ``<log_dir>/__josefk_metadata.json``.
+
+    The file name has no ``-<partition>`` suffix, so it is never a partition directory.
+    Opening creates ``log_dir`` and the file (with a new random cluster id, unless
+    ``cluster_id`` is given); an existing file must hold the same ``cluster_id`` if one is
+    given. Every change is written (atomically) before it becomes visible. ``broker``
+    is what `brokers` reports; assign a new BrokerInfo once the listener's port is known.
+    """
+
+    def __init__(self, log_dir: Path, broker: BrokerInfo, *,
+                 validate_configs: ConfigValidator | None = None,
+                 cluster_id: str | None = None,
+                 default_num_partitions: int = 1, default_replication_factor: int = 1,
+                 rng: _Rng = random) -> None:
+        super().__init__(validate_configs=validate_configs,
+                         default_num_partitions=default_num_partitions,
+                         default_replication_factor=default_replication_factor, rng=rng)
+        self.path = Path(log_dir) / METADATA_FILE
+        self.broker = broker
+        self._topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        loaded = _load(self.path)
+        if loaded is None:
+            self._cluster_id = cluster_id or kafka_uuid_str(random_kafka_uuid())
+            self._commit({})
+            return
+        stored_id, topics = loaded
+        if cluster_id is not None and cluster_id != stored_id:
+            raise InconsistentClusterIdError(
+                f"The cluster id {cluster_id} doesn't match the stored one ({stored_id}) "
+                f"in {self.path}")
+        self._cluster_id = stored_id
+        self._topics = topics
+        self._by_id = {t.topic_id: t for t in topics.values()}
+
+    # reads
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self.broker]
+
+    def topics(self) -> list[Topic]:
+        return [self._topics[name] for name in sorted(self._topics)]
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    # changes
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
+                           | None = None,
+                           configs: Mapping[str, str] | None = None,
+                           validate_only: bool = False) -> Topic:
+        topic = self.plan_create(name, num_partitions, replication_factor, assignment, configs,
+                                 self.new_topic_id())
+        if not validate_only:
+            self._commit({**self._topics, name: topic})
+        return topic
+
+    async def delete_topic(self, name: str) -> Topic:
+        topic = self._existing(name)
+        self._commit({n: t for n, t in self._topics.items() if n != name})
+        return topic
+
+    async def create_partitions(self, name: str, new_total: int,
+                                assignment: Sequence[Sequence[int]] | None = None,
+                                validate_only: bool = False) -> Topic:
+        grown = self.plan_create_partitions(name, new_total, assignment)
+        if not validate_only:
+            self._commit({**self._topics, name: grown})
+        return grown
+
+    async def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
+                                  delete: Iterable[str] = (),
+                                  validate_only: bool = False) -> Topic:
+        altered = self.plan_alter_configs(name, set, delete)
+        if not validate_only:
+            self._commit({**self._topics, name: altered})
+        return altered
 
     def _commit(self, topics: dict[str, Topic]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

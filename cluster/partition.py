@@ -23,12 +23,25 @@ class PartitionError(Exception):
         self.error_code = error_code
 
 
+@dataclass(frozen=True)
+class PartitionView:
+    """A partition's leadership as Metadata and DescribeTopicPartitions report it."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+
+
 @dataclass
 class Partition:
     """One replica of ``topic``-``index`` on this broker.
 
-    The high watermark is the minimum log end offset over the ISR; with this
-    broker alone in the ISR it follows every append.
+    ``leader`` is the leading broker's id (-1 while the partition has none). The high
+    watermark is the minimum log end offset over the ISR; with this broker alone in the
+    ISR it follows every append. A single broker leads everything it hosts; in a
+    cluster the controller's LeaderAndIsr makes a replica leader or follower.
     """
 
     topic: str
@@ -40,10 +53,18 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     leader_epoch: int = 0
     on_data: Callable[[Partition], None] = lambda _p: None
+    leader: int | None = None  # None: this broker (the single-broker default)
+    partition_epoch: int = 0
 
     def __post_init__(self) -> None:
-        if not self.isr:
+        if self.leader is None:
+            self.leader = self.node_id
+        if not self.isr and self.leader == self.node_id:
             self.isr = [self.node_id]
+        if self.is_leader:
+            self._start_leader_epoch()
+
+    def _start_leader_epoch(self) -> None:
         # As Kafka's makeLeader: the new epoch starts at the log end offset, and the
         # high watermark is the minimum log end offset over the ISR.
         self.log.leader_epochs.assign(self.leader_epoch, self.log.log_end_offset)
@@ -55,11 +76,27 @@ class Partition:
 
     @property
     def leader_id(self) -> int:
-        return self.isr[0] if self.isr else -1
+        return self.leader if self.leader is not None else -1
 
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    def view(self) -> PartitionView:
+        return PartitionView(self.leader_id, self.leader_epoch, tuple(self.replicas),
+                             tuple(self.isr))
+
+    def apply_leadership(self, leader: int, leader_epoch: int, isr: list[int],
+                         replicas: list[int], partition_epoch: int) -> None:
+        """Become leader or follower as the controller says (LeaderAndIsr)."""
+        was_leader = self.is_leader
+        new_epoch = leader_epoch != self.leader_epoch
+        self.leader, self.leader_epoch = leader, leader_epoch
+        self.isr, self.replicas = list(isr), list(replicas)
+        self.partition_epoch = partition_epoch
+        if self.is_leader and (new_epoch or not was_leader):
+            self._start_leader_epoch()
+        self.on_data(self)
 
     def check_leader_epoch(self, requested: int) -> None:
         """Fence a client with a newer or older view of the leader epoch (KIP-320)."""

@@ -10,8 +10,8 @@ from typing import Any
 import trio
 
 from josefk.cluster.group_coordinator import GroupCoordinator
-from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, Topic
-from josefk.cluster.partition import Partition
+from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
+from josefk.cluster.partition import Partition, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.log.config import LogConfig
 from josefk.log.log import now_ms
@@ -19,6 +19,7 @@ from josefk.log.manager import LogManager, write_checkpoints
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
+from josefk.server.cluster_node import ClusterNode, open_replica_partition
 from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
 from josefk.server.connection import Connection
 from josefk.server.handlers import (
@@ -26,6 +27,7 @@ from josefk.server.handlers import (
     admin,
     api_versions,
     configs,
+    controller_apis,
     fetch,
     groups,
     list_offsets,
@@ -43,7 +45,9 @@ logger = logging.getLogger(__name__)
 
 # Each module maps the api keys it serves to its handlers in HANDLERS.
 HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics,
-                   admin, configs, records, groups, offsets]
+                   admin, configs, records, groups, offsets, controller_apis]
+# Served only in a cluster (zookeeper.connect set).
+CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
                                 for key, handler in module.HANDLERS.items()}
 
@@ -54,16 +58,26 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.handlers: dict[int, Handler] = dict(HANDLERS)
+        self.handlers: dict[int, Handler] = {
+            key: handler for key, handler in HANDLERS.items()
+            if config.zookeeper_connect or key not in CLUSTER_ONLY_KEYS}
         self.enabled = enabled_api_keys(self.handlers)
         self.advertised_versions: dict[int, VersionRange] = advertised_versions(self.handlers)
         self.log_manager = LogManager(config.log_dirs, self.log_config_for)
         host, port = self._advertised_listener()
-        self.store = LocalMetadataStore(
-            config.log_dirs[0], BrokerInfo(self.node_id, host, port, config.values["broker.rack"]),
-            validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
-            cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
-            default_replication_factor=config.default_replication_factor)
+        self.local_broker = BrokerInfo(self.node_id, host, port, config.values["broker.rack"])
+        # Cluster mode (zookeeper.connect): ZooKeeper, the controller, the metadata cache.
+        self.cluster: ClusterNode | None = None
+        self.store: MetadataStore
+        if config.zookeeper_connect:
+            self.cluster = ClusterNode(self)
+            self.store = self.cluster.store
+        else:
+            self.store = LocalMetadataStore(
+                config.log_dirs[0], self.local_broker,
+                validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
+                cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
+                default_replication_factor=config.default_replication_factor)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
@@ -93,7 +107,10 @@ class Broker:
         return topic.name if topic else None
 
     def open_partitions(self, topic: Topic) -> None:
-        """Create or load the logs of every partition of ``topic`` placed on this broker."""
+        """Create or load the logs of every partition of ``topic`` placed on this broker
+        (a single broker; in a cluster, the controller's LeaderAndIsr does it)."""
+        if self.cluster is not None:
+            return
         config = self.log_config_for(topic.name)
         for index, replicas in topic.partitions.items():
             if self.node_id not in replicas or (topic.name, index) in self.partitions:
@@ -105,6 +122,43 @@ class Broker:
             self.partitions[(topic.name, index)] = Partition(
                 topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
                 node_id=self.node_id, replicas=list(replicas), on_data=self._on_data)
+
+    def open_replica(self, topic: str, index: int, topic_id: uuid.UUID, replicas: list[int]
+                     ) -> Partition:
+        """A replica the controller placed here, not leading anything yet."""
+        partition = open_replica_partition(self, topic, index, topic_id, replicas)
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """StopReplica: stop serving a replica, and delete its log when asked."""
+        key = (topic, index)
+        self.partitions.pop(key, None)
+        if delete:
+            self.log_manager.delete_log(topic, index)
+        self.purgatory.notify(key)
+
+    def on_partition_data(self, partition: Partition) -> None:
+        self._on_data(partition)
+
+    def on_leadership_change(self) -> None:
+        """LeaderAndIsr or StopReplica changed what this broker leads."""
+        self.group_coordinator.on_leadership_change()
+
+    def partition_view(self, topic: str, index: int) -> PartitionView | None:
+        """The partition's leader, epoch, replicas and ISR as the cluster knows them."""
+        if self.cluster is not None:
+            return self.cluster.partition_view(topic, index)
+        partition = self.partitions.get((topic, index))
+        return partition.view() if partition is not None else None
+
+    def live_brokers(self) -> list[BrokerInfo]:
+        return self.store.brokers()
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller (a single broker is its own)."""
+        return self.cluster.cache.controller_id if self.cluster is not None else self.node_id
 
     def close_partitions(self, name: str) -> None:
         for key in [k for k in self.partitions if k[0] == name]:
@@ -125,7 +179,7 @@ class Broker:
 
     def advertised_endpoint(self) -> tuple[str, int]:
         """The host and port clients are told to connect to (first advertised listener)."""
-        return self.store.broker.host, self.store.broker.port
+        return self.local_broker.host, self.local_broker.port
 
     def describe_topic_configs(self, name: str, overrides: Mapping[str, str]) -> list[Any]:
         return topic_config_entries(overrides, self.config)
@@ -133,11 +187,12 @@ class Broker:
     def _on_data(self, partition: Partition) -> None:
         self.purgatory.notify((partition.topic, partition.index))
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     assignment: dict[int, list[int]] | None = None,
-                     configs: dict[str, str] | None = None, validate_only: bool = False
-                     ) -> Topic:
-        topic = self.store.create_topic(name, num_partitions, replication_factor,
+    async def create_topic(self, name: str, num_partitions: int = -1,
+                           replication_factor: int = -1,
+                           assignment: dict[int, list[int]] | None = None,
+                           configs: dict[str, str] | None = None, validate_only: bool = False
+                           ) -> Topic:
+        topic = await self.store.create_topic(name, num_partitions, replication_factor,
                                         assignment=assignment, configs=configs,
                                         validate_only=validate_only)
         if not validate_only:
@@ -168,6 +223,8 @@ class Broker:
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled, then shut down cleanly (flush, checkpoints, marker)."""
+        if self.cluster is not None:
+            await self.cluster.connect()
         await trio.to_thread.run_sync(self.startup)
         try:
             async with trio.open_nursery() as nursery:
@@ -179,8 +236,12 @@ class Broker:
                         nursery.start_soon(self._accept, sock_listener, nursery)
                 host, port = self._advertised_listener()
                 # Port 0 binds an ephemeral port: advertise the one we got.
-                self.store.broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0],
+                self.local_broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0],
                                                self.config.values["broker.rack"])
+                if isinstance(self.store, LocalMetadataStore):
+                    self.store.broker = self.local_broker
+                if self.cluster is not None:
+                    await self.cluster.join(nursery, *self.advertised_endpoint())
                 nursery.start_soon(self._background)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
@@ -190,6 +251,14 @@ class Broker:
         finally:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.shutdown)
+                if self.cluster is not None:
+                    await self.cluster.stop()
+
+    async def controlled_shutdown(self) -> None:
+        """Before a clean stop: move this broker's leaderships elsewhere (a cluster)."""
+        if self.cluster is not None:
+            with trio.move_on_after(self.config.request_timeout_ms / 1000 * 2):
+                await self.cluster.controlled_shutdown()
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         async with listener:
@@ -264,27 +333,27 @@ class Broker:
 
     # --- admin (topics, configs, records) ---
 
-    def delete_topic(self, name: str) -> Topic:
+    async def delete_topic(self, name: str) -> Topic:
         """Drop a topic from the metadata, then close and delete its partitions' logs."""
-        topic = self.store.delete_topic(name)
+        topic = await self.store.delete_topic(name)
         self.close_partitions(name)
         self.group_coordinator.on_topic_deleted(name)
         return topic
 
-    def create_partitions(self, name: str, total: int,
-                          assignment: list[list[int]] | None = None,
-                          validate_only: bool = False) -> Topic:
+    async def create_partitions(self, name: str, total: int,
+                                assignment: list[list[int]] | None = None,
+                                validate_only: bool = False) -> Topic:
         """Grow a topic to ``total`` partitions and open the new partitions' logs."""
-        topic = self.store.create_partitions(name, total, assignment,
+        topic = await self.store.create_partitions(name, total, assignment,
                                              validate_only=validate_only)
         if not validate_only:
             self.open_partitions(topic)
         return topic
 
-    def alter_topic_configs(self, name: str, set: Mapping[str, str],
-                            delete: list[str], validate_only: bool = False) -> Topic:
+    async def alter_topic_configs(self, name: str, set: Mapping[str, str],
+                                  delete: list[str], validate_only: bool = False) -> Topic:
         """Set and remove a topic's config overrides, then apply them to its open logs."""
-        topic = self.store.alter_topic_configs(name, set=set, delete=delete,
+        topic = await self.store.alter_topic_configs(name, set=set, delete=delete,
                                                validate_only=validate_only)
         if not validate_only:
             self.reconfigure(name)

@@ -61,27 +61,45 @@ def serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"josefk: {e}", file=sys.stderr)
         return 2
+    from josefk.cluster.membership import BrokerIdInUseError
+    from josefk.server.zk_client import ZooKeeperUnavailableError
+
     raise_fd_limit()
-    trio.run(_run, Broker(config))
-    return 0
+    fatal: list[BaseException] = []
+    try:
+        trio.run(_run, Broker(config))
+    except* (BrokerIdInUseError, ZooKeeperUnavailableError) as group:
+        fatal.extend(_leaves(group))
+    for error in fatal:
+        logging.getLogger("josefk").error("fatal: %s", error)
+        print(f"josefk: {error}", file=sys.stderr)
+    return 1 if fatal else 0
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """The plain exceptions inside (nested) exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 async def _run(broker: object) -> None:
     import trio
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_cancel_on_signal, nursery.cancel_scope)
+        nursery.start_soon(_cancel_on_signal, nursery.cancel_scope, broker)
         await broker.serve()  # type: ignore[attr-defined]
         nursery.cancel_scope.cancel()
 
 
-async def _cancel_on_signal(scope: object) -> None:
+async def _cancel_on_signal(scope: object, broker: object) -> None:
     import trio
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             logging.getLogger("josefk").info("%s received: shutting down",
                                              signal.Signals(signum).name)
+            await broker.controlled_shutdown()  # type: ignore[attr-defined]
             scope.cancel()  # type: ignore[attr-defined]
             return
 

@@ -13,8 +13,10 @@ the topic-to-broker synonyms of ``ServerTopicConfigSynonyms`` and the dynamic
   ``advertised.listeners`` is advertised under this machine's canonical host name
   (Kafka does that for an empty host but refuses ``0.0.0.0``). An explicit
   ``advertised.listeners`` entry with ``0.0.0.0`` is refused, as in Kafka.
-* ``zookeeper.connect``, ``zookeeper.session.timeout.ms`` and ``cluster.id`` are
-  accepted (Kafka 4 has neither); ``default.replication.factor`` must be >= 1.
+* The ZooKeeper-mode keys of Kafka 3.9 (``zookeeper.*``, ``controlled.shutdown.*``,
+  ``controller.socket.timeout.ms``, ``inter.broker.protocol.version``) and
+  ``cluster.id`` are accepted (Kafka 4 has none of them); ``zookeeper.connect`` turns
+  cluster mode on. ``default.replication.factor`` must be >= 1.
 * Accepted and reported by DescribeConfigs but without effect (their documentation
   says so): the thread counts (``num.network.threads``, ``num.io.threads``,
   ``background.threads``, ``num.recovery.threads.per.data.dir``,
@@ -404,8 +406,17 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("inter.broker.listener.name", STR, None),
     K("security.inter.broker.protocol", STR, "PLAINTEXT", _one_of(*SECURITY_PROTOCOLS)),
     K("broker.rack", STR, None),
-    K("zookeeper.connect", STR, None, doc="josefk only: ZooKeeper connection string."),
-    K("zookeeper.session.timeout.ms", INT, 18000, _at_least(1), doc="josefk only."),
+    K("zookeeper.connect", STR, None,
+      doc="Kafka 3.9: host:port[,host:port]/chroot; set, it turns cluster mode on."),
+    K("zookeeper.session.timeout.ms", INT, 18000, _at_least(1), doc="Kafka 3.9."),
+    K("zookeeper.connection.timeout.ms", INT, None, doc="Kafka 3.9: default the session "
+      "timeout."),
+    K("controlled.shutdown.enable", BOOL, True, doc="Kafka 3.9 (ZooKeeper mode)."),
+    K("controlled.shutdown.max.retries", INT, 3, doc="Kafka 3.9 (ZooKeeper mode)."),
+    K("controlled.shutdown.retry.backoff.ms", LONG, 5000, doc="Kafka 3.9 (ZooKeeper mode)."),
+    K("controller.socket.timeout.ms", INT, 30000, doc="Kafka 3.9 (ZooKeeper mode)."),
+    K("inter.broker.protocol.version", STR, "3.9", doc="Kafka 3.9 (ZooKeeper mode); josefk "
+      "speaks 3.9's inter-broker protocol whatever it says."),
     K("num.network.threads", INT, 3, _at_least(1), _DYN, NO_EFFECT),
     K("num.io.threads", INT, 8, _at_least(1), _DYN, NO_EFFECT),
     K("background.threads", INT, 10, _at_least(1), _DYN, NO_EFFECT),
@@ -438,6 +449,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("unclean.leader.election.enable", BOOL, False, dynamic=_DYN),
     K("auto.leader.rebalance.enable", BOOL, True),
     K("leader.imbalance.check.interval.seconds", LONG, 300, _at_least(1)),
+    K("leader.imbalance.per.broker.percentage", INT, 10, doc="Kafka 3.9 (ZooKeeper mode)."),
     K("compression.type", STR, "producer", _one_of(*COMPRESSION_TYPES), _DYN),
     K("compression.gzip.level", INT, -1, _gzip_level, _DYN),
     K("compression.lz4.level", INT, 9, _between(1, 17), _DYN),

@@ -94,10 +94,10 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Response:
         return {"throttle_time_ms": 0,
                 "responses": [_delete_result(name, topic_id, code, message)
                               for name, topic_id in wanted]}
-    return {"throttle_time_ms": 0, "responses": _delete_topics(broker, wanted)}
+    return {"throttle_time_ms": 0, "responses": await _delete_topics(broker, wanted)}
 
 
-def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUID]]) -> list[Any]:
+async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUID]]) -> list[Any]:
     names = Counter(name for name, topic_id in wanted if name is not None and topic_id == ZERO_UUID)
     ids = Counter(topic_id for name, topic_id in wanted if name is None and topic_id != ZERO_UUID)
     results: list[Any] = []
@@ -148,7 +148,7 @@ def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUID]]) -
             by_id[topic_id] = name
     for topic_id, name in by_id.items():
         try:
-            broker.delete_topic(name)
+            await broker.delete_topic(name)
         except ClusterError as e:
             results.append(_delete_result(name, topic_id, e.error_code, str(e)))
             continue
@@ -178,7 +178,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Response
         assignment = (None if t.assignments is None
                       else [list(a.broker_ids) for a in t.assignments])
         try:
-            broker.create_partitions(t.name, t.count, assignment,
+            await broker.create_partitions(t.name, t.count, assignment,
                                      validate_only=body.validate_only)
         except ClusterError as e:
             logger.info("create partitions for %r failed: %s", t.name, e)
@@ -195,7 +195,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Response
 
 
 async def handle_describe_cluster(broker: Broker, request: Request) -> Response:
-    """DescribeCluster v0-2: this broker, which is also the controller."""
+    """DescribeCluster v0-2: the live brokers and the controller."""
     body = request.body
     version = request.api_version
     endpoint_type = body.endpoint_type if version >= 1 else BROKER_ENDPOINT
@@ -208,8 +208,9 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Response:
                               f"an endpoint of type {ENDPOINT_TYPES[endpoint_type]}")
     brokers = [ClusterBroker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack,
                              is_fenced=False)
-               for b in sorted(broker.store.brokers(), key=lambda b: b.node_id)]
-    controller_id = broker.node_id if any(b.broker_id == broker.node_id for b in brokers) else -1
+               for b in sorted(broker.live_brokers(), key=lambda b: b.node_id)]
+    controller_id = (broker.controller_id
+                     if any(b.broker_id == broker.controller_id for b in brokers) else -1)
     return {
         "throttle_time_ms": 0, "error_code": NONE, "error_message": None,
         "endpoint_type": BROKER_ENDPOINT, "cluster_id": broker.cluster_id,
@@ -273,14 +274,15 @@ async def handle_describe_topic_partitions(broker: Broker, request: Request) -> 
 
 
 def _dtp_partition(broker: Broker, topic: Topic, index: int) -> Any:
-    partition = broker.partition(topic.name, index)
+    view = broker.partition_view(topic.name, index)
     return DtpPartition(
         error_code=NONE, partition_index=index,
-        leader_id=partition.leader_id if partition else -1,
-        leader_epoch=partition.leader_epoch if partition else -1,
+        leader_id=view.leader if view else -1,
+        leader_epoch=view.leader_epoch if view else -1,
         replica_nodes=list(topic.partitions[index]),
-        isr_nodes=list(partition.isr) if partition else [],
-        eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[])
+        isr_nodes=list(view.isr) if view else [],
+        eligible_leader_replicas=[], last_known_elr=[],
+        offline_replicas=list(view.offline) if view else [])
 
 
 def _dtp_missing(name: str) -> Any:

@@ -146,7 +146,7 @@ def _describe_entry(entry: ConfigEntry, include_synonyms: bool, include_docs: bo
 async def handle_alter(broker: Broker, request: Request) -> Response:
     """AlterConfigs v0-2: replace a resource's whole set of overrides."""
     body = request.body
-    results = _alter(broker, [(r.resource_type, r.resource_name,
+    results = await _alter(broker, [(r.resource_type, r.resource_name,
                                [(c.name, SET, c.value) for c in r.configs])
                               for r in body.resources],
                      incremental=False, validate_only=body.validate_only)
@@ -157,7 +157,7 @@ async def handle_alter(broker: Broker, request: Request) -> Response:
 async def handle_incremental_alter(broker: Broker, request: Request) -> Response:
     """IncrementalAlterConfigs v0-1: SET, DELETE, APPEND and SUBTRACT single keys."""
     body = request.body
-    results = _alter(broker, [(r.resource_type, r.resource_name,
+    results = await _alter(broker, [(r.resource_type, r.resource_name,
                                [(c.name, c.config_operation, c.value) for c in r.configs])
                               for r in body.resources],
                      incremental=True, validate_only=body.validate_only)
@@ -165,7 +165,7 @@ async def handle_incremental_alter(broker: Broker, request: Request) -> Response
             "responses": [IncrementalResult(**fields) for fields in results]}
 
 
-def _alter(broker: Broker, resources: list[tuple[int, str, list[Change]]], *,
+async def _alter(broker: Broker, resources: list[tuple[int, str, list[Change]]], *,
            incremental: bool, validate_only: bool) -> list[dict[str, Any]]:
     counts = Counter((rtype, name) for rtype, name, _ in resources)
     results = []
@@ -174,7 +174,7 @@ def _alter(broker: Broker, resources: list[tuple[int, str, list[Change]]], *,
         try:
             if counts[(rtype, name)] > 1:
                 raise ResourceError(INVALID_REQUEST, "Each resource must appear at most once.")
-            alter_resource(broker, rtype, name, changes, incremental=incremental,
+            await alter_resource(broker, rtype, name, changes, incremental=incremental,
                            validate_only=validate_only)
         except ResourceError as e:
             code, message = e.code, e.message
@@ -186,7 +186,7 @@ def _alter(broker: Broker, resources: list[tuple[int, str, list[Change]]], *,
     return results
 
 
-def alter_resource(broker: Broker, rtype: int, name: str, changes: Sequence[Change], *,
+async def alter_resource(broker: Broker, rtype: int, name: str, changes: Sequence[Change], *,
                    incremental: bool, validate_only: bool) -> None:
     """Apply (or with ``validate_only`` check) one resource's changes; ResourceError if
     refused. Without ``incremental`` the changes (all SET) replace every override."""
@@ -197,7 +197,7 @@ def alter_resource(broker: Broker, rtype: int, name: str, changes: Sequence[Chan
     if nulls:
         raise ResourceError(INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
     if rtype == TOPIC:
-        _alter_topic(broker, name, changes, incremental, validate_only)
+        await _alter_topic(broker, name, changes, incremental, validate_only)
     elif rtype == BROKER:
         _alter_broker(broker, name, changes, incremental)
     elif rtype in (CLIENT_METRICS, GROUP) or (rtype == BROKER_LOGGER and incremental):
@@ -207,7 +207,7 @@ def alter_resource(broker: Broker, rtype: int, name: str, changes: Sequence[Chan
         raise ResourceError(INVALID_REQUEST, f"Unknown resource type {rtype}")
 
 
-def _alter_topic(broker: Broker, name: str, changes: Sequence[Change], incremental: bool,
+async def _alter_topic(broker: Broker, name: str, changes: Sequence[Change], incremental: bool,
                  validate_only: bool) -> None:
     if not name:
         raise ResourceError(INVALID_REQUEST, "Default topic resources are not allowed.")
@@ -226,7 +226,7 @@ def _alter_topic(broker: Broker, name: str, changes: Sequence[Change], increment
     if topic is None:
         raise ResourceError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     try:
-        broker.alter_topic_configs(
+        await broker.alter_topic_configs(
             name, {k: v for k, v in wanted.items() if current.get(k) != v},
             [k for k in current if k not in wanted], validate_only=validate_only)
     except ClusterError as e:

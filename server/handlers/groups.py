@@ -44,17 +44,18 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> Response:
     key_type = body.key_type if version >= 1 else GROUP_KEY
     if version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            Coordinator(key=key, error_message=None, **_coordinator(broker, key_type, key))
+            Coordinator(key=key, error_message=None,
+                        **(await _coordinator(broker, key_type, key)))
             for key in body.coordinator_keys]}
-    fields = _coordinator(broker, key_type, body.key)
+    fields = await _coordinator(broker, key_type, body.key)
     # Versions 1-3 carry the error's message.
     message = kafka.errors.for_code(fields["error_code"]).message if fields["error_code"] else None
     return {"throttle_time_ms": 0, "error_message": message, **fields}
 
 
-def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+async def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
     if key_type == GROUP_KEY:
-        error, node = broker.group_coordinator.coordinator_node(key)
+        error, node = await broker.group_coordinator.coordinator_node(key)
     elif key_type == TRANSACTION_KEY:
         # No transaction coordinator yet.
         error, node = Error.COORDINATOR_NOT_AVAILABLE, None

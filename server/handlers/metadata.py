@@ -36,20 +36,20 @@ async def handle(broker: Broker, request: Request) -> Response:
         topics = [_describe(broker, t) for t in sorted(broker.store.topics(),
                                                          key=lambda t: t.name)]
     else:
-        topics = [_requested(broker, t.name, getattr(t, "topic_id", None), allow_create)
+        topics = [await _requested(broker, t.name, getattr(t, "topic_id", None), allow_create)
                   for t in body.topics]
-    me = broker.store.broker
     return {
         "throttle_time_ms": 0,
-        "brokers": [BrokerResp(node_id=me.node_id, host=me.host, port=me.port, rack=me.rack)],
+        "brokers": [BrokerResp(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+                    for b in broker.live_brokers()],
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.controller_id,
         "topics": topics,
         "error_code": 0,
     }
 
 
-def _requested(broker: Broker, name: str | None, topic_id: uuid.UUID | None,
+async def _requested(broker: Broker, name: str | None, topic_id: uuid.UUID | None,
                allow_create: bool) -> Any:
     if not name and topic_id is not None and topic_id != ZERO_UUID:
         topic = broker.store.get_by_id(topic_id)
@@ -62,7 +62,7 @@ def _requested(broker: Broker, name: str | None, topic_id: uuid.UUID | None,
     if not (allow_create and broker.config.auto_create_topics_enable):
         return _error(UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        return _describe(broker, broker.create_topic(name or ""))
+        return _describe(broker, await broker.create_topic(name or ""))
     except ClusterError as e:
         return _error(e.error_code, name)
 
@@ -70,13 +70,15 @@ def _requested(broker: Broker, name: str | None, topic_id: uuid.UUID | None,
 def _describe(broker: Broker, topic: Topic) -> Any:
     partitions = []
     for index, replicas in sorted(topic.partitions.items()):
-        partition = broker.partition(topic.name, index)
-        leader = partition.leader_id if partition else -1
-        isr = list(partition.isr) if partition else []
+        view = broker.partition_view(topic.name, index)
+        leader = view.leader if view else -1
+        # As Kafka: a partition without a live leader is LEADER_NOT_AVAILABLE.
         partitions.append(PartitionResp(
-            error_code=0 if partition else LEADER_NOT_AVAILABLE, partition_index=index,
-            leader_id=leader, leader_epoch=partition.leader_epoch if partition else -1,
-            replica_nodes=list(replicas), isr_nodes=isr, offline_replicas=[]))
+            error_code=0 if view and leader >= 0 else LEADER_NOT_AVAILABLE,
+            partition_index=index, leader_id=leader,
+            leader_epoch=view.leader_epoch if view else -1, replica_nodes=list(replicas),
+            isr_nodes=list(view.isr) if view else [],
+            offline_replicas=list(view.offline) if view else []))
     return TopicResp(error_code=0, name=topic.name, topic_id=topic.topic_id,
                      is_internal=topic.name in INTERNAL_TOPICS, partitions=partitions)
 

@@ -30,7 +30,7 @@ async def handle_create(broker: Broker, request: Request) -> Response:
         assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
         configs = {c.name: c.value for c in t.configs}
         try:
-            topic = broker.create_topic(t.name, t.num_partitions, t.replication_factor,
+            topic = await broker.create_topic(t.name, t.num_partitions, t.replication_factor,
                                         assignment=assignment, configs=configs,
                                         validate_only=body.validate_only)
         except ClusterError as e:

@@ -13,6 +13,7 @@ import pytest
 import trio
 from conftest import require_kafka_jars
 
+from josefk.cluster.coordinator_host import CoordinatorConfig, CoordinatorHost, CoordinatorStore
 from josefk.cluster.group_coordinator import GroupCoordinator
 from josefk.cluster.group_records import (
     OFFSETS_TOPIC,
@@ -71,10 +72,18 @@ def written(broker: Broker, group_id: str) -> list[tuple[object, object]]:
     return records
 
 
-def test_find_coordinator_creates_the_offsets_topic(broker: Broker) -> None:
+def test_the_broker_is_a_coordinator_host(broker: Broker) -> None:
+    """The coordinator sees the broker only through cluster's CoordinatorHost (cluster must
+    not import server); the broker keeps every member of it (names only, at run time)."""
+    assert isinstance(broker, CoordinatorHost)
+    assert isinstance(broker.config, CoordinatorConfig)
+    assert isinstance(broker.store, CoordinatorStore)
+
+
+async def test_find_coordinator_creates_the_offsets_topic(broker: Broker) -> None:
     coordinator = broker.group_coordinator
     assert coordinator.check("g") is Error.NOT_COORDINATOR  # no topic yet
-    error, node = coordinator.coordinator_node("g")
+    error, node = await coordinator.coordinator_node("g")
     assert error is Error.NONE and node is not None and node.node_id == broker.node_id
     topic = broker.store.get(OFFSETS_TOPIC)
     assert topic is not None
@@ -104,7 +113,7 @@ async def join_and_sync(coordinator: GroupCoordinator, group: str, instance: str
 async def test_groups_and_offsets_survive_a_restart(data: Path, crash: bool) -> None:
     broker = make_broker(data)
     coordinator = broker.group_coordinator
-    coordinator.ensure_topic()
+    await coordinator.ensure_topic()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coordinator.run)
         member, generation = await join_and_sync(coordinator, "g", instance="i")
@@ -150,7 +159,7 @@ async def test_session_timeouts_fire_without_polling(broker: Broker,
                                                      ) -> None:
     coordinator = GroupCoordinator(broker, clock=lambda: int(trio.current_time() * 1000))
     broker.group_coordinator = coordinator
-    coordinator.ensure_topic()
+    await coordinator.ensure_topic()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(coordinator.run)
         member, generation = await join_and_sync(coordinator, "g")
@@ -173,7 +182,7 @@ async def test_expired_offsets_are_tombstoned(data: Path) -> None:
     broker = make_broker(data, **{"offsets.retention.minutes": "1"})
     coordinator = GroupCoordinator(broker, clock=lambda: now[0])
     broker.group_coordinator = coordinator
-    coordinator.ensure_topic()
+    await coordinator.ensure_topic()
     coordinator.commit_offsets("old", "", None, -1, -1, [("t", [PartitionCommit(0, 5)])], 8)
     now[0] += 60_000
     coordinator.commit_offsets("new", "", None, -1, -1, [("t", [PartitionCommit(0, 6)])], 8)
@@ -192,22 +201,26 @@ async def test_expired_offsets_are_tombstoned(data: Path) -> None:
         again.shutdown()
 
 
-def test_write_failures_are_reported(broker: Broker) -> None:
+async def test_write_failures_are_reported(broker: Broker) -> None:
     coordinator = broker.group_coordinator
-    coordinator.ensure_topic()
+    await coordinator.ensure_topic()
     partition = broker.partition(OFFSETS_TOPIC, partition_for("g", PARTITIONS))
     assert partition is not None
-    partition.isr = []  # acks=all cannot be met
+    partition.isr = []  # acks=all cannot be met: NOT_ENOUGH_REPLICAS, as Kafka maps it
+    errors = coordinator.commit_offsets("g", "", None, -1, -1, [("t", [PartitionCommit(0, 1)])],
+                                        8)
+    assert errors == {("t", 0): Error.COORDINATOR_NOT_AVAILABLE}
+    partition.leader = broker.node_id + 1  # another broker leads it now
     errors = coordinator.commit_offsets("g", "", None, -1, -1, [("t", [PartitionCommit(0, 1)])],
                                         8)
     assert errors == {("t", 0): Error.NOT_COORDINATOR}
     assert coordinator.fetch_offsets("g", [("t", [0])])[0] is Error.NOT_COORDINATOR
 
 
-def test_kafka_dump_log_segments_decodes_our_records(broker: Broker) -> None:
+async def test_kafka_dump_log_segments_decodes_our_records(broker: Broker) -> None:
     require_kafka_jars()
     coordinator = broker.group_coordinator
-    coordinator.ensure_topic()
+    await coordinator.ensure_topic()
     coordinator.commit_offsets("dumped", "", None, -1, -1,
                                [("topic-x", [PartitionCommit(3, 1234, 5, "meta-y")])], 8)
     coordinator.delete_groups(["dumped"])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -162,9 +163,9 @@ def test_local_store_is_a_metadata_store(tmp_path: Path) -> None:
     assert stored_topics(store) == []  # opening writes the file (for the cluster id)
 
 
-def test_create_topic(tmp_path: Path) -> None:
+async def test_create_topic(tmp_path: Path) -> None:
     store = open_store(tmp_path, validate_configs=reject_bad)
-    topic = store.create_topic("orders", 3, 1, configs={"cleanup.policy": "compact"})
+    topic = await store.create_topic("orders", 3, 1, configs={"cleanup.policy": "compact"})
     assert topic.name == "orders"
     assert topic.partitions == {0: (0,), 1: (0,), 2: (0,)}
     assert topic.replicas == [(0,), (0,), (0,)]
@@ -177,36 +178,36 @@ def test_create_topic(tmp_path: Path) -> None:
     assert store.path == tmp_path / "data" / METADATA_FILE
 
 
-def test_topics_are_sorted_and_ids_distinct(tmp_path: Path) -> None:
+async def test_topics_are_sorted_and_ids_distinct(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     for name in ["b", "a", "c-1", "__consumer_offsets"]:
-        store.create_topic(name, 1, 1)
+        await store.create_topic(name, 1, 1)
     assert [t.name for t in store.topics()] == ["__consumer_offsets", "a", "b", "c-1"]
     assert len({t.topic_id for t in store.topics()}) == 4
 
 
-def test_minus_one_takes_the_broker_defaults(tmp_path: Path) -> None:
+async def test_minus_one_takes_the_broker_defaults(tmp_path: Path) -> None:
     store = open_store(tmp_path, default_num_partitions=4, default_replication_factor=1)
-    assert store.create_topic("t", -1, -1).replicas == [(0,)] * 4
+    assert (await store.create_topic("t", -1, -1)).replicas == [(0,)] * 4
     store.default_replication_factor = 2
     with pytest.raises(InvalidReplicationFactorError):
-        store.create_topic("u", -1, -1)
+        await store.create_topic("u", -1, -1)
 
 
-def test_existing_topic(tmp_path: Path) -> None:
+async def test_existing_topic(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    store.create_topic("t", 1, 1)
+    await store.create_topic("t", 1, 1)
     with pytest.raises(TopicExistsError, match="Topic 't' already exists.") as err:
-        store.create_topic("t", 2, 1)
+        await store.create_topic("t", 2, 1)
     assert err.value.error_code == 36
     assert store.get("t").num_partitions == 1  # type: ignore[union-attr]
 
 
-def test_names_colliding_in_metrics_are_refused(tmp_path: Path) -> None:
+async def test_names_colliding_in_metrics_are_refused(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    store.create_topic("a.b", 1, 1)
+    await store.create_topic("a.b", 1, 1)
     with pytest.raises(InvalidTopicError, match="collides with existing topic: a.b"):
-        store.create_topic("a_b", 1, 1)
+        await store.create_topic("a_b", 1, 1)
 
 
 @pytest.mark.parametrize(("name", "partitions", "rf", "error", "message"), [
@@ -220,15 +221,15 @@ def test_names_colliding_in_metrics_are_refused(tmp_path: Path) -> None:
     ("t", 1, 2, InvalidReplicationFactorError,
      "target replication factor of 2 cannot be reached because only 1 broker"),
 ])
-def test_create_errors(tmp_path: Path, name: str, partitions: int, rf: int,
+async def test_create_errors(tmp_path: Path, name: str, partitions: int, rf: int,
                              error: type[Exception], message: str) -> None:
     store = open_store(tmp_path)
     with pytest.raises(error, match=message):
-        store.create_topic(name, partitions, rf)
+        await store.create_topic(name, partitions, rf)
     assert store.topics() == [] and stored_topics(store) == []
 
 
-def test_configs_are_checked_by_the_validator(tmp_path: Path) -> None:
+async def test_configs_are_checked_by_the_validator(tmp_path: Path) -> None:
     seen: list[dict[str, str]] = []
 
     def validator(configs: Mapping[str, str]) -> None:
@@ -237,30 +238,30 @@ def test_configs_are_checked_by_the_validator(tmp_path: Path) -> None:
 
     store = open_store(tmp_path, validate_configs=validator)
     with pytest.raises(InvalidConfigError, match="Unknown topic config name: bad") as err:
-        store.create_topic("t", 1, 1, configs={"bad": "1"})
+        await store.create_topic("t", 1, 1, configs={"bad": "1"})
     assert err.value.error_code == 40
     assert seen == [{"bad": "1"}]
     assert store.get("t") is None
 
 
-def test_configs_are_checked_before_partitions(tmp_path: Path) -> None:
+async def test_configs_are_checked_before_partitions(tmp_path: Path) -> None:
     store = open_store(tmp_path, validate_configs=reject_bad)
     with pytest.raises(InvalidConfigError):
-        store.create_topic("t", 0, 1, configs={"bad": "1"})
+        await store.create_topic("t", 0, 1, configs={"bad": "1"})
 
 
-def test_with_the_brokers_topic_config_validator(tmp_path: Path) -> None:
+async def test_with_the_brokers_topic_config_validator(tmp_path: Path) -> None:
     from josefk.server.config import validate_topic_configs
 
     store = open_store(tmp_path, validate_configs=validate_topic_configs)
-    store.create_topic("t", 1, 1, configs={"retention.ms": "-1"})
+    await store.create_topic("t", 1, 1, configs={"retention.ms": "-1"})
     with pytest.raises(InvalidConfigError, match="retention.ms"):
-        store.create_topic("u", 1, 1, configs={"retention.ms": "-2"})
+        await store.create_topic("u", 1, 1, configs={"retention.ms": "-2"})
 
 
-def test_validate_only_changes_nothing(tmp_path: Path) -> None:
+async def test_validate_only_changes_nothing(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    topic = store.create_topic("t", 2, 1, validate_only=True)
+    topic = await store.create_topic("t", 2, 1, validate_only=True)
     assert topic.num_partitions == 2
     assert store.get("t") is None and stored_topics(store) == []
 
@@ -280,8 +281,8 @@ def two_brokers(tmp_path: Path, **kwargs: Any) -> TwoBrokerStore:
 
 
 @pytest.mark.parametrize("assignment", [[[1, 0], [0, 1]], {1: [0, 1], 0: [1, 0]}])
-def test_manual_assignment(tmp_path: Path, assignment: Any) -> None:
-    topic = two_brokers(tmp_path).create_topic("t", -1, -1, assignment=assignment)
+async def test_manual_assignment(tmp_path: Path, assignment: Any) -> None:
+    topic = await two_brokers(tmp_path).create_topic("t", -1, -1, assignment=assignment)
     assert topic.partitions == {0: (1, 0), 1: (0, 1)}
 
 
@@ -294,17 +295,17 @@ def test_manual_assignment(tmp_path: Path, assignment: Any) -> None:
     (-1, -1, [[0, 1], [1]], InvalidReplicaAssignmentError, "not consistent"),
     (-1, -1, {0: [0], 2: [1]}, InvalidReplicaAssignmentError, "consecutive 0-based"),
 ])
-def test_bad_manual_assignments(tmp_path: Path, partitions: int, rf: int, assignment: Any,
+async def test_bad_manual_assignments(tmp_path: Path, partitions: int, rf: int, assignment: Any,
                                       error: type[Exception], message: str) -> None:
     store = two_brokers(tmp_path)
     with pytest.raises(error, match=message):
-        store.create_topic("t", partitions, rf, assignment=assignment)
+        await store.create_topic("t", partitions, rf, assignment=assignment)
     assert store.get("t") is None
 
 
-def test_placement_spreads_over_brokers(tmp_path: Path) -> None:
+async def test_placement_spreads_over_brokers(tmp_path: Path) -> None:
     store = two_brokers(tmp_path, rng=random.Random(1))
-    topic = store.create_topic("t", 4, 2)
+    topic = await store.create_topic("t", 4, 2)
     assert {r[0] for r in topic.replicas} == {0, 1}
     assert all(sorted(r) == [0, 1] for r in topic.replicas)
 
@@ -312,27 +313,27 @@ def test_placement_spreads_over_brokers(tmp_path: Path) -> None:
 # --- deleting, growing, altering ---------------------------------------------------------
 
 
-def test_delete_topic_and_recreate_gets_a_new_id(tmp_path: Path) -> None:
+async def test_delete_topic_and_recreate_gets_a_new_id(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    old = store.create_topic("t", 1, 1)
-    assert store.delete_topic("t") == old
+    old = await store.create_topic("t", 1, 1)
+    assert await store.delete_topic("t") == old
     assert store.get("t") is None and store.get_by_id(old.topic_id) is None
     with pytest.raises(UnknownTopicError) as err:
-        store.delete_topic("t")
+        await store.delete_topic("t")
     assert err.value.error_code == 3
-    new = store.create_topic("t", 1, 1)
+    new = await store.create_topic("t", 1, 1)
     assert new.topic_id != old.topic_id
     assert open_store(tmp_path).get("t") == new
 
 
-def test_create_partitions(tmp_path: Path) -> None:
+async def test_create_partitions(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    topic = store.create_topic("t", 2, 1, configs={"x": "y"})
-    grown = store.create_partitions("t", 5)
+    topic = await store.create_topic("t", 2, 1, configs={"x": "y"})
+    grown = await store.create_partitions("t", 5)
     assert grown.replicas == [(0,)] * 5
     assert (grown.topic_id, grown.configs) == (topic.topic_id, topic.configs)
     assert store.get("t") == grown and open_store(tmp_path).get("t") == grown
-    assert (store.create_partitions("t", 6, [[0]])).num_partitions == 6
+    assert (await store.create_partitions("t", 6, [[0]])).num_partitions == 6
 
 
 @pytest.mark.parametrize(("total", "assignment", "error", "message"), [
@@ -343,52 +344,52 @@ def test_create_partitions(tmp_path: Path) -> None:
     (3, [[5]], InvalidReplicaAssignmentError, "no such broker"),
     (3, [[0, 0]], InvalidReplicaAssignmentError, "more than once"),
 ])
-def test_create_partitions_errors(tmp_path: Path, total: int, assignment: Any,
+async def test_create_partitions_errors(tmp_path: Path, total: int, assignment: Any,
                                         error: type[Exception], message: str) -> None:
     store = open_store(tmp_path)
-    store.create_topic("t", 2, 1)
+    await store.create_topic("t", 2, 1)
     with pytest.raises(error, match=message):
-        store.create_partitions("t", total, assignment)
+        await store.create_partitions("t", total, assignment)
     assert store.get("t").num_partitions == 2  # type: ignore[union-attr]
     with pytest.raises(UnknownTopicError):
-        store.create_partitions("nope", 3)
+        await store.create_partitions("nope", 3)
 
 
-def test_create_partitions_keeps_the_replication_factor(tmp_path: Path) -> None:
+async def test_create_partitions_keeps_the_replication_factor(tmp_path: Path) -> None:
     store = two_brokers(tmp_path)
-    store.create_topic("t", -1, -1, assignment=[[1, 0]])
-    grown = store.create_partitions("t", 3)
+    await store.create_topic("t", -1, -1, assignment=[[1, 0]])
+    grown = await store.create_partitions("t", 3)
     # Kafka's addPartitions starts at partition 0's first replica (broker 1).
     assert grown.replicas == [(1, 0), (0, 1), (1, 0)]
     with pytest.raises(InvalidReplicaAssignmentError, match="not consistent"):
-        store.create_partitions("t", 4, [[0]])
-    assert (store.create_partitions("t", 4, validate_only=True)).num_partitions == 4
+        await store.create_partitions("t", 4, [[0]])
+    assert (await store.create_partitions("t", 4, validate_only=True)).num_partitions == 4
     assert store.get("t") == grown
 
 
-def test_alter_topic_configs(tmp_path: Path) -> None:
+async def test_alter_topic_configs(tmp_path: Path) -> None:
     store = open_store(tmp_path, validate_configs=reject_bad)
-    store.create_topic("t", 1, 1, configs={"a": "1", "b": "2"})
-    altered = store.alter_topic_configs("t", set={"a": "10", "c": "3"}, delete=["b", "zz"])
+    await store.create_topic("t", 1, 1, configs={"a": "1", "b": "2"})
+    altered = await store.alter_topic_configs("t", set={"a": "10", "c": "3"}, delete=["b", "zz"])
     assert dict(altered.configs) == {"a": "10", "c": "3"}
     assert dict(open_store(tmp_path).get("t").configs) == {"a": "10", "c": "3"}  # type: ignore
     with pytest.raises(InvalidConfigError):
-        store.alter_topic_configs("t", set={"bad": "x"})
-    preview = store.alter_topic_configs("t", delete=["a"], validate_only=True)
+        await store.alter_topic_configs("t", set={"bad": "x"})
+    preview = await store.alter_topic_configs("t", delete=["a"], validate_only=True)
     assert dict(preview.configs) == {"c": "3"}
     assert store.get("t") == altered
     with pytest.raises(UnknownTopicError):
-        store.alter_topic_configs("nope", set={"a": "1"})
+        await store.alter_topic_configs("nope", set={"a": "1"})
 
 
-def test_topics_are_immutable_snapshots(tmp_path: Path) -> None:
+async def test_topics_are_immutable_snapshots(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    topic = store.create_topic("t", 1, 1, configs={"a": "1"})
+    topic = await store.create_topic("t", 1, 1, configs={"a": "1"})
     with pytest.raises(TypeError):
         topic.configs["a"] = "2"  # type: ignore[index]
     with pytest.raises(TypeError):
         topic.partitions[0] = (1,)  # type: ignore[index]
-    store.alter_topic_configs("t", set={"a": "2"})
+    await store.alter_topic_configs("t", set={"a": "2"})
     assert topic.configs["a"] == "1"
     assert hash(topic) == hash(store.get("t"))
 
@@ -396,34 +397,34 @@ def test_topics_are_immutable_snapshots(tmp_path: Path) -> None:
 # --- ids ---------------------------------------------------------------------------------
 
 
-def test_topic_ids_skip_reserved_dash_prefixed_and_taken(
+async def test_topic_ids_skip_reserved_dash_prefixed_and_taken(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(tmp_path)
-    taken = (store.create_topic("t", 1, 1)).topic_id
+    taken = (await store.create_topic("t", 1, 1)).topic_id
     dash = uuid.UUID(bytes=bytes([0xF8]) + bytes(15))
     good = uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")
     queue = [ZERO_UUID, METADATA_TOPIC_ID, dash, taken, good]
     monkeypatch.setattr(uuid, "uuid4", lambda: queue.pop(0))
-    assert (store.create_topic("u", 1, 1)).topic_id == good
+    assert (await store.create_topic("u", 1, 1)).topic_id == good
     assert queue == []
 
 
 # --- persistence -------------------------------------------------------------------------
 
 
-def test_state_survives_reopening(tmp_path: Path) -> None:
+async def test_state_survives_reopening(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    store.create_topic("b", 2, 1, configs={"retention.ms": "1"})
-    store.create_topic("a", 1, 1)
+    await store.create_topic("b", 2, 1, configs={"retention.ms": "1"})
+    await store.create_topic("a", 1, 1)
     again = open_store(tmp_path)
     assert again.topics() == store.topics()
     for t in store.topics():
         assert again.get_by_id(t.topic_id) == t
 
 
-def test_file_format(tmp_path: Path) -> None:
+async def test_file_format(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    topic = store.create_topic("t", 2, 1, configs={"z": "1", "a": "2"})
+    topic = await store.create_topic("t", 2, 1, configs={"z": "1", "a": "2"})
     doc = json.loads(store.path.read_text())
     assert doc == {"version": 1, "cluster_id": store.cluster_id, "topics": [{
         "name": "t", "topic_id": kafka_uuid_str(topic.topic_id), "partitions": [[0], [0]],
@@ -484,19 +485,19 @@ def test_configured_cluster_id_is_used_for_a_new_store(tmp_path: Path) -> None:
     assert open_store(tmp_path).cluster_id == "MkU3OEVBNTcwNTJENDM2Qk"
 
 
-def test_failed_write_changes_nothing(tmp_path: Path,
+async def test_failed_write_changes_nothing(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(tmp_path)
-    store.create_topic("t", 1, 1)
+    await store.create_topic("t", 1, 1)
 
     def fail(path: Path, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(md, "write_atomic", fail)
     with pytest.raises(OSError):
-        store.create_topic("u", 1, 1)
+        await store.create_topic("u", 1, 1)
     with pytest.raises(OSError):
-        store.delete_topic("t")
+        await store.delete_topic("t")
     assert [t.name for t in store.topics()] == ["t"]
     assert [t.name for t in open_store(tmp_path).topics()] == ["t"]
 
@@ -528,24 +529,28 @@ def test_store_behaves_like_a_dict_of_topics(tmp_path_factory: pytest.TempPathFa
     log_dir = tmp_path_factory.mktemp("store")
     store = LocalMetadataStore(log_dir, BROKER, default_num_partitions=2)
     model: dict[str, tuple[int, dict[str, str]]] = {}
-    for op, name, n in operations:
-        refused = _refused(model, op, name, n)
-        try:
-            if op == "create":
-                store.create_topic(name, n, 1, configs={"n": str(n)})
-                model[name] = (2 if n == -1 else n, {"n": str(n)})
-            elif op == "delete":
-                store.delete_topic(name)
-                del model[name]
-            elif op == "grow":
-                store.create_partitions(name, n)
-                model[name] = (n, model[name][1])
-            else:
-                store.alter_topic_configs(name, set={"k": str(n)}, delete=["n"])
-                model[name] = (model[name][0], {"k": str(n)})
-            assert not refused, (op, name, n)
-        except ClusterError as e:
-            assert refused, (op, name, n, e)
+
+    async def run() -> None:  # hypothesis can't drive an async test itself
+        for op, name, n in operations:
+            refused = _refused(model, op, name, n)
+            try:
+                if op == "create":
+                    await store.create_topic(name, n, 1, configs={"n": str(n)})
+                    model[name] = (2 if n == -1 else n, {"n": str(n)})
+                elif op == "delete":
+                    await store.delete_topic(name)
+                    del model[name]
+                elif op == "grow":
+                    await store.create_partitions(name, n)
+                    model[name] = (n, model[name][1])
+                else:
+                    await store.alter_topic_configs(name, set={"k": str(n)}, delete=["n"])
+                    model[name] = (model[name][0], {"k": str(n)})
+                assert not refused, (op, name, n)
+            except ClusterError as e:
+                assert refused, (op, name, n, e)
+
+    trio.run(run)
     for s in (store, LocalMetadataStore(log_dir, BROKER)):
         assert {t.name: (t.num_partitions, dict(t.configs)) for t in s.topics()} == model
         assert all(isinstance(t, Topic) and t.replicas == [(0,)] * t.num_partitions

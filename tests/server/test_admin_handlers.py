@@ -160,7 +160,7 @@ def produce(broker: Broker, topic: str, count: int, partition: int = 0) -> None:
 
 @pytest.mark.parametrize("version", versions(ApiKey.DeleteTopics))
 async def test_delete_topics_by_name(broker: Broker, raw: Raw, version: int) -> None:
-    topic = broker.create_topic("doomed", 2)
+    topic = await broker.create_topic("doomed", 2)
     log_dir = broker.partition("doomed", 0).log.directory  # type: ignore[union-attr]
     if version >= 6:
         fields: dict[str, Any] = {"topics": [
@@ -177,12 +177,12 @@ async def test_delete_topics_by_name(broker: Broker, raw: Raw, version: int) -> 
     assert broker.store.get("doomed") is None
     assert broker.partition("doomed", 0) is None and broker.partition("doomed", 1) is None
     assert not log_dir.exists()
-    again = broker.create_topic("doomed", 1)
+    again = await broker.create_topic("doomed", 1)
     assert again.topic_id != topic.topic_id
 
 
 async def test_delete_topics_by_id(broker: Broker, raw: Raw) -> None:
-    topic = broker.create_topic("by-id", 1)
+    topic = await broker.create_topic("by-id", 1)
     unknown = uuid.uuid4()
     state = DeleteTopicsRequest.DeleteTopicState
     response = await raw.send(DeleteTopicsRequest, 6, timeout_ms=1000, topics=[
@@ -205,7 +205,7 @@ async def test_delete_topics_by_id(broker: Broker, raw: Raw) -> None:
 @pytest.mark.parametrize("version", versions(ApiKey.DeleteTopics))
 async def test_delete_topics_disabled(run_broker: Callable[..., Any], version: int) -> None:
     broker = await run_broker(**{"delete.topic.enable": "false"})
-    broker.create_topic("kept", 1)
+    await broker.create_topic("kept", 1)
     async with await trio.open_tcp_stream("127.0.0.1", broker.bound_ports[0]) as stream:
         fields: dict[str, Any] = (
             {"topics": [DeleteTopicsRequest.DeleteTopicState(name="kept", topic_id=ZERO_UUID)]}
@@ -222,8 +222,8 @@ async def test_delete_topics_disabled(run_broker: Callable[..., Any], version: i
 
 @pytest.mark.parametrize("version", versions(ApiKey.CreatePartitions))
 async def test_create_partitions(broker: Broker, raw: Raw, version: int) -> None:
-    broker.create_topic("grow", 1)
-    broker.create_topic("manual", 1)
+    await broker.create_topic("grow", 1)
+    await broker.create_topic("manual", 1)
     topic = CreatePartitionsRequest.CreatePartitionsTopic
     assignment = topic.CreatePartitionsAssignment
     checked = await raw.send(CreatePartitionsRequest, version, timeout_ms=1000,
@@ -265,7 +265,8 @@ async def test_create_partitions(broker: Broker, raw: Raw, version: int) -> None
 
 @pytest.mark.parametrize("version", versions(ApiKey.DescribeConfigs))
 async def test_describe_topic_configs(broker: Broker, raw: Raw, version: int) -> None:
-    broker.create_topic("conf", 1, configs={"retention.ms": "1000", "cleanup.policy": "compact"})
+    await broker.create_topic("conf", 1,
+                              configs={"retention.ms": "1000", "cleanup.policy": "compact"})
     resource = DescribeConfigsRequest.DescribeConfigsResource
     response = await raw.send(DescribeConfigsRequest, version, include_synonyms=True,
                               include_documentation=True, resources=[
@@ -328,7 +329,7 @@ async def test_describe_broker_configs(broker: Broker, raw: Raw, version: int) -
 
 @pytest.mark.parametrize("version", versions(ApiKey.AlterConfigs))
 async def test_alter_configs_replaces(broker: Broker, raw: Raw, version: int) -> None:
-    broker.create_topic("alter", 1, configs={"retention.ms": "1000", "segment.ms": "60000"})
+    await broker.create_topic("alter", 1, configs={"retention.ms": "1000", "segment.ms": "60000"})
     resource = AlterConfigsRequest.AlterConfigsResource
     config = resource.AlterableConfig
 
@@ -367,7 +368,7 @@ async def test_alter_configs_replaces(broker: Broker, raw: Raw, version: int) ->
 
 @pytest.mark.parametrize("version", versions(ApiKey.IncrementalAlterConfigs))
 async def test_incremental_alter_configs(broker: Broker, raw: Raw, version: int) -> None:
-    broker.create_topic("inc", 1, configs={"segment.ms": "60000"})
+    await broker.create_topic("inc", 1, configs={"segment.ms": "60000"})
     resource = IncrementalAlterConfigsRequest.AlterConfigsResource
     config = resource.AlterableConfig
 
@@ -429,8 +430,8 @@ def test_apply_incremental() -> None:
 
 @pytest.mark.parametrize("version", versions(ApiKey.DeleteRecords))
 async def test_delete_records(broker: Broker, raw: Raw, version: int) -> None:
-    broker.create_topic("trim", 2)
-    broker.create_topic("compacted", 1, configs={"cleanup.policy": "compact"})
+    await broker.create_topic("trim", 2)
+    await broker.create_topic("compacted", 1, configs={"cleanup.policy": "compact"})
     produce(broker, "trim", 10)
     produce(broker, "trim", 3, partition=1)
     produce(broker, "compacted", 3)
@@ -460,7 +461,7 @@ async def test_delete_records_survives_restart(data_dir: Path) -> None:
     config = load_config(None, overrides(path=data_dir))
     async with trio.open_nursery() as nursery:
         broker: Broker = await nursery.start(Broker(config).serve)
-        broker.create_topic("durable", 1)
+        await broker.create_topic("durable", 1)
         produce(broker, "durable", 10)
         tp = TopicPartition("durable", 0)
         result = await admin_call(broker, lambda a: a.delete_records({tp: 6}))
@@ -504,7 +505,7 @@ async def test_describe_cluster(broker: Broker, raw: Raw, version: int) -> None:
 
 async def test_describe_topic_partitions(broker: Broker, raw: Raw) -> None:
     for name, count in (("dtp-a", 3), ("dtp-b", 2), ("dtp-c", 1)):
-        broker.create_topic(name, count)
+        await broker.create_topic(name, count)
     req = DescribeTopicPartitionsRequest
     topic, cursor = req.TopicRequest, req.Cursor
 
@@ -548,7 +549,7 @@ async def test_describe_topic_partitions(broker: Broker, raw: Raw) -> None:
 
 @pytest.mark.parametrize("version", versions(ApiKey.OffsetForLeaderEpoch))
 async def test_offset_for_leader_epoch(broker: Broker, raw: Raw, version: int) -> None:
-    broker.create_topic("epochs", 2)
+    await broker.create_topic("epochs", 2)
     produce(broker, "epochs", 5)
     req = OffsetForLeaderEpochRequest
     ptopic = req.OffsetForLeaderTopic
@@ -581,8 +582,8 @@ async def test_offset_for_leader_epoch(broker: Broker, raw: Raw, version: int) -
 @pytest.mark.parametrize("version", versions(ApiKey.DescribeLogDirs))
 async def test_describe_log_dirs(broker: Broker, raw: Raw, data_dir: Path, version: int
                                  ) -> None:
-    broker.create_topic("dirs", 2)
-    broker.create_topic("other", 1)
+    await broker.create_topic("dirs", 2)
+    await broker.create_topic("other", 1)
     produce(broker, "dirs", 4)
     size = broker.partition("dirs", 0).log.size_in_bytes()  # type: ignore[union-attr]
     assert size > 0
@@ -609,7 +610,7 @@ async def test_describe_log_dirs(broker: Broker, raw: Raw, data_dir: Path, versi
 
 
 async def test_kafka_python_admin(broker: Broker) -> None:
-    broker.create_topic("stock", 1, configs={"retention.ms": "1000"})
+    await broker.create_topic("stock", 1, configs={"retention.ms": "1000"})
     produce(broker, "stock", 5)
     tp = TopicPartition("stock", 0)
 

@@ -791,7 +791,11 @@ def test_topic_configs_match_kafka(kafka: dict[str, list[list[str]]]) -> None:
 
 # Where josefk's broker defaults knowingly differ from Kafka's.
 BROKER_DEFAULT_DEVIATIONS = {"node.id", "broker.id", "listeners", "log.dir"}
-JOSEFK_ONLY_KEYS = {"zookeeper.connect", "zookeeper.session.timeout.ms", "cluster.id"}
+# Kafka 3.9's ZooKeeper-mode keys, gone from Kafka 4.
+JOSEFK_ONLY_KEYS = {"zookeeper.connect", "zookeeper.session.timeout.ms", "cluster.id",
+                    "zookeeper.connection.timeout.ms", "controlled.shutdown.max.retries",
+                    "controlled.shutdown.retry.backoff.ms", "inter.broker.protocol.version",
+                    "leader.imbalance.per.broker.percentage"}
 
 
 def test_broker_keys_match_kafka(kafka: dict[str, list[list[str]]]) -> None:

@@ -1,0 +1,891 @@
+"""The active controller (Kafka 3.9's ZooKeeper-mode ``KafkaController``).
+
+One broker at a time holds the ephemeral ``/controller`` znode (`controller_election`);
+while it does, `Controller.run` owns the cluster's leadership: it loads the cluster from
+ZooKeeper, then handles one event at a time from a queue that its watches, the
+brokers' requests and its own timers feed (Kafka's ControllerEventManager). Every
+write is a ZooKeeper multi that first checks ``/controller_epoch``'s version, so a
+controller that lost its place cannot write; brokers learn the result through
+LeaderAndIsr, UpdateMetadata and StopReplica on the `ControllerChannel`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import trio
+
+from josefk.cluster import znodes as zn
+from josefk.cluster.controller_context import TP, ControllerContext, RequestBatch
+from josefk.cluster.controller_requests import ControllerChannel, ControllerResponse
+from josefk.cluster.controller_states import PartitionState, ReplicaState
+from josefk.cluster.leader_election import (
+    Election,
+    controlled_shutdown_election,
+    offline_election,
+    preferred_election,
+    reassignment_election,
+)
+from josefk.cluster.znodes import BrokerRegistration, TopicAssignment
+from josefk.cluster.znodes import PartitionState as LeaderIsr
+from josefk.cluster.zookeeper import (
+    BadVersionError,
+    Check,
+    Create,
+    Delete,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetData,
+    ZkError,
+    ZooKeeper,
+)
+from josefk.protocol.error_codes import (
+    BROKER_NOT_AVAILABLE,
+    ELECTION_NOT_NEEDED,
+    ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    INVALID_REPLICA_ASSIGNMENT,
+    INVALID_UPDATE_VERSION,
+    NO_REASSIGNMENT_IN_PROGRESS,
+    NONE,
+    NOT_CONTROLLER,
+    PREFERRED_LEADER_NOT_AVAILABLE,
+    STALE_BROKER_EPOCH,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+
+logger = logging.getLogger(__name__)
+
+
+
+class ControllerMovedError(Exception):
+    """Another broker is controller now: this one stops acting at once."""
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    unclean_leader_election: Callable[[str], bool]
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: float = 300.0
+    leader_imbalance_per_broker_percentage: int = 10
+    delete_topic_enable: bool = True
+
+
+Event = Callable[[], Awaitable[Any]]
+
+
+def _first_leaf(group: BaseException) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+
+
+class Controller:
+    """The controller's work while this broker holds ``/controller`` at ``epoch``."""
+
+    def __init__(self, zk: ZooKeeper, channel: ControllerChannel, broker_id: int,
+                 config: ControllerConfig, epoch: int, epoch_zk_version: int) -> None:
+        self.zk = zk
+        self.channel = channel
+        self.config = config
+        self.ctx = ControllerContext(broker_id, epoch, epoch_zk_version)
+        self._send, self._receive = trio.open_memory_channel[Event](math.inf)
+        self._watched_topics: set[str] = set()
+        self._pending_calls: set[trio.Event] = set()
+
+    @property
+    def broker_id(self) -> int:
+        return self.ctx.controller_id
+
+    @property
+    def epoch(self) -> int:
+        return self.ctx.epoch
+
+    def put(self, event: Event) -> None:
+        """Queue an event; events run one at a time, in order."""
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+            self._send.send_nowait(event)
+
+    async def call(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``fn`` as an event (after those queued before it) and return its result."""
+        done = trio.Event()
+        outcome: list[Any] = []
+
+        async def event() -> None:
+            try:
+                outcome.append((True, await fn()))
+            except (ControllerMovedError, trio.Cancelled):
+                raise
+            except Exception as e:  # handed to the caller, the controller carries on
+                outcome.append((False, e))
+            finally:
+                done.set()
+
+        self._pending_calls.add(done)
+        self.put(event)
+        try:
+            await done.wait()
+        finally:
+            self._pending_calls.discard(done)
+        if not outcome:
+            raise ControllerMovedError("the controller stopped before answering")
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    def _watch(self, event: Event) -> Callable[[], None]:
+        return lambda: self.put(event)
+
+    # --- the event loop ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Act as controller until cancelled or until another controller takes over
+        (raises ControllerMovedError)."""
+        logger.info("broker %d is the controller (epoch %d)", self.broker_id, self.epoch)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.channel.run)
+                await self._failover()
+                if self.config.auto_leader_rebalance_enable:
+                    nursery.start_soon(self._rebalance_timer)
+                async for event in self._receive:
+                    await event()
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The nursery wraps what ended the controller; hand a lone cause on bare.
+            ended, rest = group.split((ControllerMovedError, ZkError))
+            if ended is not None and rest is None:
+                raise _first_leaf(ended) from None
+            raise
+        finally:
+            self._send.close()
+            for pending in list(self._pending_calls):
+                pending.set()
+            logger.info("broker %d resigned as controller (epoch %d)", self.broker_id,
+                        self.epoch)
+
+    async def _rebalance_timer(self) -> None:
+        while True:
+            await trio.sleep(self.config.leader_imbalance_check_interval_s)
+            self.put(self.auto_rebalance)
+
+    # --- ZooKeeper writes, fenced by the controller epoch ------------------------------------
+
+    async def _multi(self, ops: list[Op]) -> None:
+        try:
+            await self.zk.multi([Check(zn.CONTROLLER_EPOCH, self.ctx.epoch_zk_version), *ops])
+        except BadVersionError:
+            _, stat = await self.zk.get(zn.CONTROLLER_EPOCH)
+            if stat.version != self.ctx.epoch_zk_version:
+                raise ControllerMovedError(
+                    f"/controller_epoch moved to version {stat.version}") from None
+            raise
+
+    async def _write_leader_isr(self, tp: TP, new: LeaderIsr) -> LeaderIsr | None:
+        """Write a partition's new state over the one we know; None if it changed under
+        us (the partition epoch moved), after re-reading it."""
+        old = self.ctx.leader_isr[tp]
+        path = zn.partition_state_path(*tp)
+        try:
+            await self._multi([SetData(path, new.encode(), old.zk_version)])
+        except BadVersionError:
+            data, stat = await self.zk.get(path)
+            self.ctx.leader_isr[tp] = LeaderIsr.decode(data, stat.version)
+            return None
+        written = replace(new, zk_version=old.zk_version + 1)
+        self.ctx.leader_isr[tp] = written
+        return written
+
+    # --- failover: load everything ----------------------------------------------------------
+
+    async def _failover(self) -> None:
+        ctx = self.ctx
+        ids = await self.zk.get_children(zn.BROKER_IDS, self._watch(self.on_broker_change))
+        ctx.brokers = await self._read_brokers(ids)
+        names = await self.zk.get_children(zn.TOPICS, self._watch(self.on_topic_change))
+        for topic in names:
+            await self._load_topic(topic)
+        await self.zk.exists(zn.PREFERRED_REPLICA_ELECTION,
+                             self._watch(self.on_legacy_preferred_election))
+        for broker in ctx.brokers.values():
+            self.channel.add_broker(broker)
+        logger.info("controller %d: %d live brokers %s, %d topics, %d partitions",
+                    self.broker_id, len(ctx.brokers), sorted(ctx.brokers), len(ctx.topic_ids),
+                    len(ctx.assignments))
+        batch = self._batch()
+        batch.update_metadata(ctx.brokers, ctx.all_partitions())
+        # Replicas on live brokers are online (each gets a LeaderAndIsr), the rest offline.
+        for tp, replicas in ctx.assignments.items():
+            for replica in replicas:
+                online = replica in ctx.brokers
+                state = ReplicaState.ONLINE if online else ReplicaState.OFFLINE
+                ctx.replica_states[(tp[0], tp[1], replica)] = state
+                if online and tp in ctx.leader_isr:
+                    batch.leader_and_isr([replica], tp)
+            li = ctx.leader_isr.get(tp)
+            if li is None:
+                ctx.partition_states[tp] = PartitionState.NEW
+            elif li.leader in ctx.brokers:
+                ctx.partition_states[tp] = PartitionState.ONLINE
+            else:
+                ctx.partition_states[tp] = PartitionState.OFFLINE
+        # Replicas on dead brokers leave the ISRs (Kafka's OfflineReplica transition).
+        dead = {r for replicas in ctx.assignments.values() for r in replicas
+                if r not in ctx.brokers}
+        await self._remove_from_isr(dead, ctx.all_partitions(), batch)
+        batch.send()
+        await self._trigger_online_state_change()
+        await self.on_delete_topics()
+        for (topic, p), target in list(ctx.reassignments.items()):
+            await self._continue_reassignment((topic, p), target)
+        await self.on_legacy_reassignment()
+
+    async def _read_brokers(self, ids: Iterable[str]) -> dict[int, BrokerRegistration]:
+        brokers = {}
+        for child in ids:
+            try:
+                data, stat = await self.zk.get(f"{zn.BROKER_IDS}/{child}")
+                brokers[int(child)] = BrokerRegistration.decode(int(child), data, stat.czxid)
+            except (NoNodeError, ValueError) as e:
+                logger.warning("controller %d: skipping broker znode %s: %s", self.broker_id,
+                               child, e)
+        return brokers
+
+    async def _load_topic(self, topic: str) -> TopicAssignment | None:
+        try:
+            data, _ = await self.zk.get(zn.topic_path(topic), self._topic_watch(topic))
+        except NoNodeError:
+            return None
+        assignment = TopicAssignment.decode(topic, data)
+        self.ctx.set_topic(topic, assignment)
+        for p, replicas in assignment.partitions.items():
+            tp = (topic, p)
+            try:
+                data, stat = await self.zk.get(zn.partition_state_path(topic, p))
+                self.ctx.leader_isr[tp] = LeaderIsr.decode(data, stat.version)
+            except NoNodeError:
+                pass
+            if assignment.adding.get(p) or assignment.removing.get(p):
+                # A reassignment was in flight: the target is the union minus the removed.
+                removing = set(assignment.removing.get(p, ()))
+                self.ctx.reassignments[tp] = tuple(b for b in replicas if b not in removing)
+        return assignment
+
+    def _topic_watch(self, topic: str) -> Callable[[], None]:
+        self._watched_topics.add(topic)
+        return self._watch(lambda: self.on_partition_modification(topic))
+
+    def _batch(self) -> RequestBatch:
+        return RequestBatch(self.ctx, self.channel)
+
+    # --- elections ---------------------------------------------------------------------------
+
+    async def _trigger_online_state_change(self, partitions: Iterable[TP] | None = None) -> None:
+        """Elect leaders for every New or Offline partition (not being deleted)."""
+        ctx = self.ctx
+        candidates = partitions if partitions is not None else list(ctx.partition_states)
+        todo = [tp for tp in candidates
+                if ctx.partition_states.get(tp) in (PartitionState.NEW, PartitionState.OFFLINE)
+                and tp[0] not in ctx.topics_to_delete]
+        if todo:
+            await self._elect(todo, "offline")
+
+    async def _elect(self, partitions: Iterable[TP], kind: str) -> dict[TP, int]:
+        """Elect leaders with strategy ``kind`` (offline, preferred, controlled_shutdown,
+        reassignment); returns each partition's error code."""
+        ctx = self.ctx
+        batch = self._batch()
+        results: dict[TP, int] = {}
+        for tp in partitions:
+            if tp not in ctx.assignments:
+                results[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if ctx.partition_states.get(tp) is PartitionState.NEW or tp not in ctx.leader_isr:
+                results[tp] = await self._initialize(tp, batch)
+                continue
+            results[tp] = await self._elect_one(tp, kind, batch)
+        batch.send()
+        return results
+
+    async def _initialize(self, tp: TP, batch: RequestBatch) -> int:
+        """NewPartition -> OnlinePartition: the first live replica leads, the live
+        replicas form the ISR; the state znode is created."""
+        ctx = self.ctx
+        replicas = ctx.assignments[tp]
+        for replica in replicas:
+            if ctx.replica_state(tp, replica) is ReplicaState.NON_EXISTENT:
+                ctx.move_replica(tp, replica, ReplicaState.NEW)
+        live = [b for b in replicas if b in ctx.live]
+        if not live:
+            logger.error("controller %d: no live replica for new partition %s-%d among %s",
+                         self.broker_id, *tp, list(replicas))
+            return ELIGIBLE_LEADERS_NOT_AVAILABLE
+        state = LeaderIsr(live[0], 0, tuple(live), ctx.epoch)
+        path = zn.partition_state_path(*tp)
+        try:
+            await self._multi([Create(path, state.encode())])
+            state = replace(state, zk_version=0)
+        except (NodeExistsError, NoNodeError):
+            try:
+                await self.zk.ensure_path(zn.partition_path(*tp))
+                await self._multi([Create(path, state.encode())])
+                state = replace(state, zk_version=0)
+            except NodeExistsError:
+                data, stat = await self.zk.get(path)
+                state = LeaderIsr.decode(data, stat.version)
+        ctx.leader_isr[tp] = state
+        ctx.move_partition(tp, PartitionState.ONLINE)
+        for replica in replicas:
+            if replica in ctx.brokers:
+                ctx.move_replica(tp, replica, ReplicaState.ONLINE)
+        batch.leader_and_isr(replicas, tp, is_new=True)
+        return NONE
+
+    def _choose(self, tp: TP, kind: str, li: LeaderIsr) -> Election | None:
+        ctx = self.ctx
+        replicas = ctx.assignments[tp]
+        match kind:
+            case "preferred":
+                return preferred_election(replicas, li.isr, ctx.live)
+            case "controlled_shutdown":
+                return controlled_shutdown_election(replicas, li.isr, ctx.brokers,
+                                                    ctx.shutting_down)
+            case "reassignment":
+                return reassignment_election(ctx.reassignments.get(tp, replicas), li.isr,
+                                             ctx.live)
+            case "unclean":
+                return offline_election(replicas, li.isr, ctx.live, True)
+            case _:
+                return offline_election(replicas, li.isr, ctx.live,
+                                        self.config.unclean_leader_election(tp[0]))
+
+    async def _elect_one(self, tp: TP, kind: str, batch: RequestBatch) -> int:
+        ctx = self.ctx
+        for _ in range(3):
+            li = ctx.leader_isr[tp]
+            if kind == "preferred" and li.leader == ctx.assignments[tp][0]:
+                return ELECTION_NOT_NEEDED
+            if kind == "unclean" and li.leader in ctx.live:
+                return ELECTION_NOT_NEEDED
+            election = self._choose(tp, kind, li)
+            if election is None:
+                if kind in ("offline", "unclean"):
+                    await self._mark_offline(tp, li, batch)
+                    return ELIGIBLE_LEADERS_NOT_AVAILABLE
+                return (PREFERRED_LEADER_NOT_AVAILABLE if kind == "preferred"
+                        else ELIGIBLE_LEADERS_NOT_AVAILABLE)
+            new = LeaderIsr(election.leader, li.leader_epoch + 1, election.isr, ctx.epoch,
+                            li.leader_recovery_state)
+            written = await self._write_leader_isr(tp, new)
+            if written is None:
+                continue
+            if election.unclean:
+                logger.warning("controller %d: unclean leader election for %s-%d: broker %d "
+                               "was not in the ISR %s; acknowledged data may be lost",
+                               self.broker_id, *tp, election.leader, list(li.isr))
+            ctx.move_partition(tp, PartitionState.ONLINE)
+            logger.info("controller %d: %s election for %s-%d: leader %d epoch %d isr %s",
+                        self.broker_id, kind, *tp, written.leader, written.leader_epoch,
+                        list(written.isr))
+            batch.leader_and_isr([b for b in ctx.assignments[tp] if b in ctx.brokers], tp)
+            return NONE
+        return UNKNOWN_SERVER_ERROR
+
+    async def _mark_offline(self, tp: TP, li: LeaderIsr, batch: RequestBatch) -> None:
+        """No eligible leader: leader -1, ISR kept as the last known (Kafka keeps the last
+        ISR member so that it can lead again when it returns)."""
+        ctx = self.ctx
+        if li.leader != -1:
+            new = LeaderIsr(-1, li.leader_epoch + 1, li.isr[-1:] if li.isr else (), ctx.epoch,
+                            li.leader_recovery_state)
+            written = await self._write_leader_isr(tp, new)
+            if written is None:
+                return
+        ctx.move_partition(tp, PartitionState.OFFLINE)
+        logger.warning("controller %d: partition %s-%d is offline: no live replica in its ISR",
+                       self.broker_id, *tp)
+        batch.update_metadata(ctx.brokers, [tp])
+
+    async def _remove_from_isr(self, brokers: Collection[int], partitions: Iterable[TP],
+                               batch: RequestBatch) -> None:
+        """Drop dead or stopping followers from ISRs (Kafka's removeReplicasFromIsr)."""
+        ctx = self.ctx
+        for tp in partitions:
+            for _ in range(3):
+                li = ctx.leader_isr.get(tp)
+                if li is None or not set(li.isr) & set(brokers) or li.leader in brokers:
+                    break
+                isr = tuple(b for b in li.isr if b not in brokers)
+                new = LeaderIsr(li.leader, li.leader_epoch + 1, isr, ctx.epoch,
+                                li.leader_recovery_state)
+                if await self._write_leader_isr(tp, new) is not None:
+                    batch.leader_and_isr([b for b in ctx.assignments[tp] if b in ctx.brokers
+                                          and b not in brokers], tp)
+                    break
+
+    # --- broker membership ---------------------------------------------------------------
+
+    async def on_broker_change(self) -> None:
+        ctx = self.ctx
+        ids = await self.zk.get_children(zn.BROKER_IDS, self._watch(self.on_broker_change))
+        current = await self._read_brokers(ids)
+        dead = [b for b in ctx.brokers if b not in current]
+        new = [b for b in current if b not in ctx.brokers]
+        bounced = [b for b in current
+                   if b in ctx.brokers and current[b].epoch != ctx.brokers[b].epoch]
+        if not (dead or new or bounced):
+            return
+        logger.info("controller %d: brokers new %s, dead %s, bounced %s; live now %s",
+                    self.broker_id, new, dead, bounced, sorted(current))
+        for broker_id in dead + bounced:
+            self.channel.remove_broker(broker_id)
+        if dead or bounced:
+            await self._on_broker_failure(dead + bounced, current)
+        ctx.brokers = current
+        for broker_id in new + bounced:
+            self.channel.add_broker(current[broker_id])
+        if new or bounced:
+            await self._on_broker_startup(new + bounced)
+
+    async def _on_broker_failure(self, failed: list[int],
+                                 current: dict[int, BrokerRegistration]) -> None:
+        ctx = self.ctx
+        # Bounced brokers are back under a new epoch: fail them over like dead ones, then
+        # bring them up again.
+        ctx.brokers = {b: r for b, r in ctx.brokers.items() if b not in failed}
+        ctx.shutting_down -= set(failed)
+        led = [tp for b in failed for tp in ctx.partitions_led_by(b)
+               if tp[0] not in ctx.topics_to_delete]
+        for tp in led:
+            ctx.move_partition(tp, PartitionState.OFFLINE)
+        for broker_id in failed:
+            for tp in ctx.partitions_on(broker_id):
+                if ctx.replica_state(tp, broker_id) is ReplicaState.DELETION_STARTED:
+                    # Its deletion is retried when it comes back (TopicDeletionManager).
+                    ctx.move_replica(tp, broker_id, ReplicaState.DELETION_INELIGIBLE)
+                elif tp[0] not in ctx.topics_to_delete:
+                    ctx.move_replica(tp, broker_id, ReplicaState.OFFLINE)
+        await self._trigger_online_state_change(led)
+        batch = self._batch()
+        followers = [tp for b in failed for tp in ctx.partitions_on(b) if tp not in led]
+        await self._remove_from_isr(failed, followers, batch)
+        batch.update_metadata(ctx.brokers, [])
+        batch.send()
+
+    async def _on_broker_startup(self, started: list[int]) -> None:
+        ctx = self.ctx
+        batch = self._batch()
+        batch.update_metadata([b for b in ctx.brokers if b not in started])
+        batch.send()
+        full = self._batch()
+        full.update_metadata(started, ctx.all_partitions())
+        for broker_id in started:
+            for tp in ctx.partitions_on(broker_id):
+                if tp[0] in ctx.topics_to_delete:
+                    continue
+                ctx.move_replica(tp, broker_id, ReplicaState.ONLINE)
+                if tp in ctx.leader_isr:
+                    full.leader_and_isr([broker_id], tp)
+        full.send()
+        await self._trigger_online_state_change()
+        if ctx.topics_to_delete:
+            await self._process_deletions()
+        for tp, target in list(ctx.reassignments.items()):
+            if set(target) & set(started):
+                await self._continue_reassignment(tp, target)
+
+    # --- topics -------------------------------------------------------------------------------
+
+    async def on_topic_change(self) -> None:
+        ctx = self.ctx
+        names = set(await self.zk.get_children(zn.TOPICS, self._watch(self.on_topic_change)))
+        new = sorted(names - ctx.topics())
+        for topic in sorted(ctx.topics() - names):
+            ctx.remove_topic(topic)
+        if not new:
+            return
+        created: list[TP] = []
+        for topic in new:
+            assignment = await self._load_topic(topic)
+            if assignment is not None:
+                created.extend((topic, p) for p in sorted(assignment.partitions))
+        logger.info("controller %d: new topics %s (%d partitions)", self.broker_id, new,
+                    len(created))
+        await self._create_partitions(created)
+
+    async def _create_partitions(self, partitions: list[TP]) -> None:
+        ctx = self.ctx
+        for tp in partitions:
+            ctx.leader_isr.pop(tp, None)
+            ctx.partition_states.pop(tp, None)
+            ctx.move_partition(tp, PartitionState.NEW)
+        await self._elect(partitions, "offline")
+
+    async def on_partition_modification(self, topic: str) -> None:
+        """The topic znode changed: CreatePartitions grew it (or a reassignment wrote it)."""
+        ctx = self.ctx
+        if topic not in ctx.topic_ids and topic not in self._watched_topics:
+            return
+        try:
+            data, _ = await self.zk.get(zn.topic_path(topic), self._topic_watch(topic))
+        except NoNodeError:
+            return
+        assignment = TopicAssignment.decode(topic, data)
+        added = [(topic, p) for p in sorted(assignment.partitions)
+                 if (topic, p) not in ctx.assignments]
+        if not added or topic in ctx.topics_to_delete:
+            return
+        for tp in added:
+            ctx.assignments[tp] = tuple(assignment.partitions[tp[1]])
+        logger.info("controller %d: topic %s grew by partitions %s", self.broker_id, topic,
+                    [p for _, p in added])
+        await self._create_partitions(added)
+
+    async def on_delete_topics(self) -> None:
+        ctx = self.ctx
+        try:
+            names = await self.zk.get_children(zn.DELETE_TOPICS,
+                                               self._watch(self.on_delete_topics))
+        except NoNodeError:
+            return
+        for topic in names:
+            if topic not in ctx.topic_ids:
+                logger.info("controller %d: dropping deletion of unknown topic %s",
+                            self.broker_id, topic)
+                await self._ignore_no_node(self.zk.delete(zn.delete_topic_path(topic)))
+                continue
+            if not self.config.delete_topic_enable:
+                await self._ignore_no_node(self.zk.delete(zn.delete_topic_path(topic)))
+                continue
+            ctx.topics_to_delete.add(topic)
+        await self._process_deletions()
+
+    async def _process_deletions(self) -> None:
+        for topic in sorted(self.ctx.topics_to_delete):
+            await self._delete_topic(topic)
+
+    async def _delete_topic(self, topic: str) -> None:
+        """Tell every replica to stop and delete; once every replica has, remove the
+        topic's znodes (Kafka's TopicDeletionManager)."""
+        ctx = self.ctx
+        partitions = ctx.partitions_of(topic)
+        batch = self._batch()
+        batch.update_metadata(ctx.brokers, partitions, deleting=True)
+        waiting = False
+        for tp in partitions:
+            for replica in ctx.assignments[tp]:
+                state = ctx.replica_state(tp, replica)
+                if state is ReplicaState.DELETION_SUCCESSFUL:
+                    continue
+                if replica not in ctx.brokers:
+                    ctx.move_replica(tp, replica, ReplicaState.OFFLINE)
+                    ctx.move_replica(tp, replica, ReplicaState.DELETION_INELIGIBLE)
+                    waiting = True
+                    continue
+                if state is not ReplicaState.DELETION_STARTED:
+                    ctx.move_replica(tp, replica, ReplicaState.OFFLINE)
+                    ctx.move_replica(tp, replica, ReplicaState.DELETION_STARTED)
+                batch.stop_replica(replica, tp, delete=True)
+                waiting = True
+        batch.send(on_stop_response=self._deletion_callback)
+        if not waiting:
+            await self._complete_deletion(topic)
+
+    def _deletion_callback(self, broker_id: int) -> Callable[[ControllerResponse], None]:
+        def on_response(response: ControllerResponse) -> None:
+            self.put(lambda: self._on_replicas_deleted(broker_id, response))
+        return on_response
+
+    async def _on_replicas_deleted(self, broker_id: int, response: ControllerResponse) -> None:
+        ctx = self.ctx
+        touched = set()
+        for tp, error in response.partition_errors.items():
+            if tp[0] not in ctx.topics_to_delete:
+                continue
+            touched.add(tp[0])
+            if ctx.replica_state(tp, broker_id) is not ReplicaState.DELETION_STARTED:
+                continue
+            target = (ReplicaState.DELETION_SUCCESSFUL if error == NONE
+                      and response.error_code == NONE
+                      else ReplicaState.DELETION_INELIGIBLE)
+            ctx.move_replica(tp, broker_id, target)
+        for topic in touched:
+            done = all(ctx.replica_state(tp, r) is ReplicaState.DELETION_SUCCESSFUL
+                       for tp in ctx.partitions_of(topic) for r in ctx.assignments[tp])
+            if done:
+                await self._complete_deletion(topic)
+
+    async def _complete_deletion(self, topic: str) -> None:
+        ctx = self.ctx
+        for tp in ctx.partitions_of(topic):
+            for replica in ctx.assignments[tp]:
+                ctx.move_replica(tp, replica, ReplicaState.NON_EXISTENT)
+            ctx.move_partition(tp, PartitionState.OFFLINE)
+            ctx.move_partition(tp, PartitionState.NON_EXISTENT)
+        ctx.remove_topic(topic)
+        self._watched_topics.discard(topic)
+        await self._ignore_no_node(self.zk.delete(zn.topic_path(topic), recursive=True))
+        await self._ignore_no_node(self.zk.delete(zn.topic_config_path(topic)))
+        await self._ignore_no_node(self.zk.delete(zn.delete_topic_path(topic)))
+        logger.info("controller %d: deleted topic %s", self.broker_id, topic)
+
+    @staticmethod
+    async def _ignore_no_node(call: Awaitable[object]) -> None:
+        with contextlib.suppress(NoNodeError):
+            await call
+
+    # --- requests from brokers and admin clients ----------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TP]]:
+        """Move leaderships and ISR memberships off a stopping broker; returns the error
+        and the partitions it still leads (no other ISR member to take over)."""
+        ctx = self.ctx
+        registration = ctx.brokers.get(broker_id)
+        if registration is None:
+            return BROKER_NOT_AVAILABLE, []
+        if broker_epoch != -1 and broker_epoch < registration.epoch:
+            return STALE_BROKER_EPOCH, []
+        ctx.shutting_down.add(broker_id)
+        logger.info("controller %d: controlled shutdown of broker %d", self.broker_id, broker_id)
+        led = [tp for tp in ctx.partitions_led_by(broker_id) if len(ctx.assignments[tp]) > 1]
+        followers = [tp for tp in ctx.partitions_on(broker_id)
+                     if tp in ctx.leader_isr and ctx.leader_isr[tp].leader != broker_id]
+        await self._elect(led, "controlled_shutdown")
+        batch = self._batch()
+        for tp in followers:
+            batch.stop_replica(broker_id, tp, delete=False)
+            ctx.move_replica(tp, broker_id, ReplicaState.OFFLINE)
+        await self._remove_from_isr([broker_id], followers, batch)
+        batch.send()
+        remaining = [tp for tp in ctx.partitions_led_by(broker_id)]
+        return NONE, remaining
+
+    async def elect_leaders(self, partitions: Iterable[TP] | None, kind: str
+                            ) -> dict[TP, int]:
+        """ElectLeaders: ``kind`` preferred or unclean; None means every partition."""
+        ctx = self.ctx
+        wanted = list(partitions) if partitions is not None else [
+            tp for tp in ctx.all_partitions()
+            if tp in ctx.leader_isr and ctx.leader_isr[tp].leader != ctx.assignments[tp][0]]
+        valid = [tp for tp in wanted if tp in ctx.assignments
+                 and tp[0] not in ctx.topics_to_delete]
+        results = {tp: UNKNOWN_TOPIC_OR_PARTITION for tp in wanted if tp not in valid}
+        results.update(await self._elect(valid, kind))
+        return results
+
+    async def auto_rebalance(self) -> None:
+        """Preferred-leader election for brokers whose imbalance passes
+        ``leader.imbalance.per.broker.percentage`` (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        ctx = self.ctx
+        by_preferred: dict[int, list[TP]] = {}
+        for tp, replicas in ctx.assignments.items():
+            if replicas and tp[0] not in ctx.topics_to_delete and tp not in ctx.reassignments:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        todo: list[TP] = []
+        for broker_id, tps in sorted(by_preferred.items()):
+            if broker_id not in ctx.live:
+                continue
+            imbalanced = [tp for tp in tps if tp in ctx.leader_isr
+                          and ctx.leader_isr[tp].leader != broker_id]
+            ratio = len(imbalanced) * 100 / len(tps)
+            if ratio > self.config.leader_imbalance_per_broker_percentage:
+                todo.extend(tp for tp in imbalanced if broker_id in ctx.leader_isr[tp].isr)
+        if todo:
+            logger.info("controller %d: auto leader rebalance of %d partitions",
+                        self.broker_id, len(todo))
+            await self._elect(todo, "preferred")
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, tp: TP,
+                              leader_epoch: int, new_isr: tuple[int, ...],
+                              partition_epoch: int, leader_recovery_state: int
+                              ) -> tuple[int, LeaderIsr | None]:
+        """A leader's ISR change (KIP-497): checked against the partition epoch."""
+        ctx = self.ctx
+        registration = ctx.brokers.get(broker_id)
+        if registration is None or (broker_epoch != -1 and broker_epoch != registration.epoch):
+            return STALE_BROKER_EPOCH, None
+        if tp not in ctx.leader_isr or tp[0] in ctx.topics_to_delete:
+            return UNKNOWN_TOPIC_OR_PARTITION, None
+        li = ctx.leader_isr[tp]
+        if li.leader != broker_id:
+            return NOT_CONTROLLER if li.leader == -1 else FENCED_LEADER_EPOCH, None
+        if leader_epoch < li.leader_epoch:
+            return FENCED_LEADER_EPOCH, None
+        if leader_epoch > li.leader_epoch or partition_epoch > li.zk_version:
+            return NOT_CONTROLLER, None
+        if partition_epoch < li.zk_version:
+            if (new_isr == li.isr and leader_recovery_state == li.leader_recovery_state):
+                return NONE, li
+            return INVALID_UPDATE_VERSION, None
+        if any(b not in ctx.live_or_shutting_down or b in ctx.shutting_down for b in new_isr
+               if b not in li.isr):
+            return INELIGIBLE_REPLICA, None
+        if any(b not in ctx.assignments[tp] for b in new_isr):
+            return INELIGIBLE_REPLICA, None
+        new = LeaderIsr(li.leader, li.leader_epoch, new_isr, ctx.epoch, leader_recovery_state)
+        written = await self._write_leader_isr(tp, new)
+        if written is None:
+            return INVALID_UPDATE_VERSION, None
+        logger.info("controller %d: ISR of %s-%d is now %s (partition epoch %d)",
+                    self.broker_id, *tp, list(new_isr), written.zk_version)
+        batch = self._batch()
+        batch.update_metadata(ctx.brokers, [tp])
+        batch.send()
+        if tp in ctx.reassignments:
+            await self._continue_reassignment(tp, ctx.reassignments[tp])
+        return NONE, written
+
+    # --- reassignment (KIP-455) ---------------------------------------------------------------
+
+    def list_reassignments(self, partitions: Iterable[TP] | None = None
+                           ) -> dict[TP, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """Ongoing reassignments: partition -> (replicas, adding, removing)."""
+        ctx = self.ctx
+        wanted = ctx.reassignments if partitions is None else [
+            tp for tp in partitions if tp in ctx.reassignments]
+        return {tp: (ctx.assignments[tp], ctx.adding.get(tp, ()), ctx.removing.get(tp, ()))
+                for tp in wanted}
+
+    async def reassign(self, targets: dict[TP, tuple[int, ...] | None]) -> dict[TP, int]:
+        """AlterPartitionReassignments: start (or, with None, cancel) reassignments."""
+        ctx = self.ctx
+        results: dict[TP, int] = {}
+        for tp, target in targets.items():
+            if tp not in ctx.assignments or tp[0] in ctx.topics_to_delete:
+                results[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if target is None:
+                if tp not in ctx.reassignments:
+                    results[tp] = NO_REASSIGNMENT_IN_PROGRESS
+                    continue
+                removing = set(ctx.removing.get(tp, ()))
+                original = tuple(b for b in ctx.assignments[tp] if b not in ctx.adding.get(tp, ()))
+                target = original or tuple(b for b in ctx.assignments[tp] if b in removing)
+            elif not target or len(set(target)) != len(target) or any(
+                    b not in ctx.brokers and b not in ctx.assignments[tp] for b in target):
+                results[tp] = INVALID_REPLICA_ASSIGNMENT
+                continue
+            results[tp] = await self._start_reassignment(tp, tuple(target))
+        return results
+
+    async def _start_reassignment(self, tp: TP, target: tuple[int, ...]) -> int:
+        ctx = self.ctx
+        current = ctx.assignments[tp]
+        original = tuple(b for b in current if b not in ctx.adding.get(tp, ()))
+        if target == current and tp not in ctx.reassignments:
+            return NONE
+        union = target + tuple(b for b in original if b not in target)
+        ctx.assignments[tp] = union
+        ctx.adding[tp] = tuple(b for b in target if b not in original)
+        ctx.removing[tp] = tuple(b for b in original if b not in target)
+        ctx.reassignments[tp] = target
+        await self._write_assignment(tp[0])
+        logger.info("controller %d: reassigning %s-%d from %s to %s", self.broker_id, *tp,
+                    list(original), list(target))
+        # Bump the leader epoch so every replica learns the new replica set.
+        li = ctx.leader_isr.get(tp)
+        batch = self._batch()
+        if li is not None:
+            new = LeaderIsr(li.leader, li.leader_epoch + 1, li.isr, ctx.epoch,
+                            li.leader_recovery_state)
+            await self._write_leader_isr(tp, new)
+        for replica in ctx.adding[tp]:
+            if ctx.replica_state(tp, replica) is ReplicaState.NON_EXISTENT:
+                ctx.move_replica(tp, replica, ReplicaState.NEW)
+            if replica in ctx.brokers:
+                ctx.move_replica(tp, replica, ReplicaState.ONLINE)
+        batch.leader_and_isr([b for b in union if b in ctx.brokers], tp)
+        batch.send()
+        await self._continue_reassignment(tp, target)
+        return NONE
+
+    async def _continue_reassignment(self, tp: TP, target: tuple[int, ...]) -> None:
+        """Finish once every target replica is in the ISR: lead from the target, stop
+        and delete the removed replicas, write the final assignment."""
+        ctx = self.ctx
+        li = ctx.leader_isr.get(tp)
+        if li is None or not set(target) <= set(li.isr):
+            return
+        removed = [b for b in ctx.assignments[tp] if b not in target]
+        ctx.assignments[tp] = target
+        ctx.adding[tp] = ()
+        ctx.removing[tp] = ()
+        del ctx.reassignments[tp]
+        batch = self._batch()
+        if li.leader not in target or li.leader not in ctx.live:
+            await self._elect([tp], "reassignment")
+            await self._remove_from_isr(removed, [tp], batch)
+        else:
+            new = LeaderIsr(li.leader, li.leader_epoch + 1,
+                            tuple(b for b in li.isr if b in target), ctx.epoch,
+                            li.leader_recovery_state)
+            if await self._write_leader_isr(tp, new) is not None:
+                batch.leader_and_isr([b for b in target if b in ctx.brokers], tp)
+        for replica in removed:
+            ctx.move_replica(tp, replica, ReplicaState.OFFLINE)
+            batch.stop_replica(replica, tp, delete=True)
+            ctx.move_replica(tp, replica, ReplicaState.DELETION_STARTED)
+            ctx.move_replica(tp, replica, ReplicaState.DELETION_SUCCESSFUL)
+            ctx.move_replica(tp, replica, ReplicaState.NON_EXISTENT)
+        batch.send()
+        await self._write_assignment(tp[0])
+        await self._remove_legacy_reassignment(tp)
+        logger.info("controller %d: reassignment of %s-%d to %s complete", self.broker_id, *tp,
+                    list(target))
+
+    async def _write_assignment(self, topic: str) -> None:
+        ctx = self.ctx
+        parts = ctx.partitions_of(topic)
+        assignment = TopicAssignment(
+            ctx.topic_ids.get(topic), {p: ctx.assignments[(t, p)] for t, p in parts},
+            {p: ctx.adding[(t, p)] for t, p in parts if ctx.adding.get((t, p))},
+            {p: ctx.removing[(t, p)] for t, p in parts if ctx.removing.get((t, p))})
+        await self._multi([SetData(zn.topic_path(topic), assignment.encode())])
+
+    async def on_legacy_reassignment(self) -> None:
+        """``/admin/reassign_partitions`` (kafka-reassign-partitions.sh --zookeeper)."""
+        try:
+            data, _ = await self.zk.get(zn.REASSIGN_PARTITIONS,
+                                        self._watch(self.on_legacy_reassignment))
+        except NoNodeError:
+            await self.zk.exists(zn.REASSIGN_PARTITIONS, self._watch(self.on_legacy_reassignment))
+            return
+        targets = zn.decode_partitions_list(data, zn.REASSIGN_PARTITIONS)
+        await self.reassign({tp: tuple(r) for tp, r in targets.items()
+                             if tp not in self.ctx.reassignments})
+        if not self.ctx.reassignments:
+            await self._ignore_no_node(self.zk.delete(zn.REASSIGN_PARTITIONS))
+
+    async def _remove_legacy_reassignment(self, tp: TP) -> None:
+        try:
+            data, stat = await self.zk.get(zn.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return
+        targets = zn.decode_partitions_list(data, zn.REASSIGN_PARTITIONS)
+        targets.pop(tp, None)
+        if targets:
+            await self._multi([SetData(zn.REASSIGN_PARTITIONS, zn.encode_reassignment(targets),
+                                       stat.version)])
+        else:
+            await self._multi([Delete(zn.REASSIGN_PARTITIONS, stat.version)])
+
+    async def on_legacy_preferred_election(self) -> None:
+        try:
+            data, _ = await self.zk.get(zn.PREFERRED_REPLICA_ELECTION,
+                                        self._watch(self.on_legacy_preferred_election))
+        except NoNodeError:
+            await self.zk.exists(zn.PREFERRED_REPLICA_ELECTION,
+                                 self._watch(self.on_legacy_preferred_election))
+            return
+        partitions = zn.decode_partitions_list(data, zn.PREFERRED_REPLICA_ELECTION)
+        await self.elect_leaders(list(partitions), "preferred")
+        await self._ignore_no_node(self.zk.delete(zn.PREFERRED_REPLICA_ELECTION))

@@ -1,0 +1,72 @@
+"""A connection from this broker to another broker: the controller's requests to
+brokers, a broker's requests to the controller (Kafka's NetworkClient, one request at
+a time). Requests and responses are kafka-python message classes."""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import Any
+
+import trio
+
+logger = logging.getLogger(__name__)
+
+
+class PeerError(Exception):
+    """The peer could not be reached or answered with something unreadable."""
+
+
+class PeerConnection:
+    """Lazily connected; a failed request closes the socket and the next reconnects."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._stream: trio.SocketStream | None = None
+        self._correlation_id = 0
+        self._lock = trio.Lock()
+
+    async def request(self, request: Any, version: int) -> Any:
+        """Send ``request`` at ``version`` and return the decoded response; raises
+        PeerError (after closing the connection) on any failure or timeout."""
+        async with self._lock:
+            try:
+                with trio.fail_after(self.timeout_s):
+                    return await self._exchange(request, version)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                    trio.TooSlowError, ValueError, struct.error, EOFError) as e:
+                await self.aclose()
+                raise PeerError(f"{self.host}:{self.port}: {type(e).__name__}: {e}") from e
+
+    async def _exchange(self, request: Any, version: int) -> Any:
+        if self._stream is None:
+            self._stream = await trio.open_tcp_stream(self.host, self.port)
+        self._correlation_id += 1
+        cid = self._correlation_id
+        request.with_header(correlation_id=cid, client_id=self.client_id)
+        await self._stream.send_all(request.encode(version=version, header=True, framed=True))
+        size = struct.unpack(">i", await self._read_exact(4))[0]
+        frame = await self._read_exact(size)
+        response = request.header.get_response_class().decode(frame, version=version,
+                                                              header=True)
+        if response.header.correlation_id != cid:
+            raise ValueError(f"correlation id {response.header.correlation_id}, expected {cid}")
+        return response
+
+    async def _read_exact(self, n: int) -> bytes:
+        assert self._stream is not None
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = await self._stream.receive_some(n - len(buf))
+            if not chunk:
+                raise EOFError(f"connection closed after {len(buf)} of {n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    async def aclose(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
