@@ -6,8 +6,8 @@ JSON file in the first log dir; ``josefk.cluster.zk_store.ZkMetadataStore`` is t
 cluster implementation over Kafka's znodes.
 
 Errors mirror what Kafka's controller answers (``ReplicationControlManager``), each
-carrying the Kafka error code. Replica placement is Kafka's rack-unaware
-``AdminUtils.assignReplicasToBrokers``.
+carrying the Kafka error code. Replica placement is Kafka's
+``AdminUtils.assignReplicasToBrokers``: rack-unaware, or rack-aware once brokers have racks.
 """
 
 from __future__ import annotations
@@ -71,6 +71,14 @@ class InvalidReplicaAssignmentError(ClusterError):
 
 class InvalidConfigError(ClusterError):
     error_code = 40  # INVALID_CONFIG
+
+
+class MissingRackError(ClusterError):
+    """Some brokers have a rack and some none, so replicas cannot be placed by rack. Kafka
+    raises AdminOperationException, which is no ApiException: the broker answers
+    UNKNOWN_SERVER_ERROR (and, as for every such error, no message)."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
 
 
 class MetadataCorruptError(ValueError):
@@ -152,15 +160,22 @@ class _Rng(Protocol):
 
 def assign_replicas(broker_ids: Iterable[int], num_partitions: int, replication_factor: int,
                     start_index: int | None = None, rng: _Rng = random, *,
-                    start_partition_id: int = 0) -> list[list[int]]:
-    """Kafka's rack-unaware replica assignment over the sorted ``broker_ids``.
+                    start_partition_id: int = 0,
+                    racks: Mapping[int, str | None] | None = None) -> list[list[int]]:
+    """Kafka's ``AdminUtils.assignReplicasToBrokers`` over ``broker_ids``.
 
-    Partition ``start_partition_id``'s first replica is the broker at ``start_index``
-    (random if None); each later partition's first replica is the next broker; the
-    followers come after the first replica at a shift that also starts at
-    ``start_index`` (or at random) and grows by one each time the partitions have
-    gone once round the brokers. Returns the replica lists of the ``num_partitions``
-    partitions from ``start_partition_id`` on.
+    ``racks`` maps broker ids to their racks (None or absent: no rack). With no rack
+    anywhere the assignment is rack-unaware over the sorted ids: partition
+    ``start_partition_id``'s first replica is the broker at ``start_index`` (random if
+    None); each later partition's first replica is the next broker; the followers come
+    after the first replica at a shift that also starts at ``start_index`` (or at random)
+    and grows by one each time the partitions have gone once round the brokers. When
+    every broker has a rack the same is done over `rack_alternated_brokers`, with the
+    shift scaled by the number of racks and followers skipping brokers whose rack
+    already holds a replica of the partition until every rack holds one (see
+    `_assign_rack_aware`). Some brokers with a rack and some without is a
+    `MissingRackError`. Returns the replica lists of the ``num_partitions`` partitions
+    from ``start_partition_id`` on.
     """
     brokers = sorted(broker_ids)
     n = len(brokers)
@@ -173,16 +188,80 @@ def assign_replicas(broker_ids: Iterable[int], num_partitions: int, replication_
     if replication_factor > n:
         raise InvalidReplicationFactorError(
             f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    given = racks or {}
+    with_rack = {b: rack for b in brokers if (rack := given.get(b)) is not None}
+    if with_rack:
+        if len(with_rack) < n:
+            raise MissingRackError(
+                "Not all brokers have rack information for replica rack aware assignment.")
+        return _assign_rack_aware(with_rack, num_partitions, replication_factor,
+                                  start_index, rng, start_partition_id)
+    return [[brokers[leader]] + [brokers[(leader + 1 + (shift + j) % (n - 1)) % n]
+                                 for j in range(replication_factor - 1)]
+            for leader, shift in _rounds(n, num_partitions, start_index, rng, start_partition_id)]
+
+
+def _rounds(n: int, num_partitions: int, start_index: int | None, rng: _Rng,
+            start_partition_id: int) -> Iterable[tuple[int, int]]:
+    """Each partition's first replica's index among the ``n`` brokers, and the shift
+    for its followers, as both Kafka assignments go: the start index, then the shift,
+    are ``start_index`` or drawn at random, and the shift grows by one at every
+    partition id (above 0) that is a multiple of ``n``."""
     first = start_index if start_index is not None and start_index >= 0 else rng.randrange(n)
     shift = start_index if start_index is not None and start_index >= 0 else rng.randrange(n)
-    result = []
     for partition in range(max(0, start_partition_id), max(0, start_partition_id) + num_partitions):
         if partition > 0 and partition % n == 0:
             shift += 1
-        leader = (partition + first) % n
-        replicas = [brokers[leader]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(leader + 1 + (shift + j) % (n - 1)) % n])
+        yield (partition + first) % n, shift
+
+
+def rack_alternated_brokers(racks: Mapping[int, str]) -> list[int]:
+    """Kafka's ``getRackAlternatedBrokerList``: the brokers taken one rack at a time.
+
+    Racks go in Kafka's (Java ``String``, so UTF-16 code unit) order, each rack's brokers
+    by id; round after round every rack that still has brokers gives its next one. For
+    rack1: 0, 1, 2; rack2: 3, 4; rack3: 6 that is 0, 3, 6, 1, 4, 2.
+    """
+    by_rack: dict[str, list[int]] = {}
+    for broker in sorted(racks):
+        by_rack.setdefault(racks[broker], []).append(broker)
+    ordered = [by_rack[rack] for rack in sorted(by_rack, key=_java_string_order)]
+    return [members[i] for i in range(max(map(len, ordered), default=0))
+            for members in ordered if i < len(members)]
+
+
+def _java_string_order(s: str) -> bytes:
+    # Java compares strings by UTF-16 code units; big-endian UTF-16 bytes compare the same.
+    return s.encode("utf-16-be", "surrogatepass")
+
+
+def _assign_rack_aware(racks: Mapping[int, str], num_partitions: int, replication_factor: int,
+                       start_index: int | None, rng: _Rng,
+                       start_partition_id: int) -> list[list[int]]:
+    """Kafka's ``assignReplicasToBrokersRackAware`` (arguments already checked).
+
+    The first replica goes round `rack_alternated_brokers` as in the rack-unaware case.
+    Followers are looked for from the first replica at the position the (number of
+    racks times the) shift gives, one further broker per look, the looks counted over
+    all the partition's followers: a broker is taken unless it already holds a replica
+    of the partition, or its rack does while some rack holds none.
+    """
+    arranged = rack_alternated_brokers(racks)
+    n = len(arranged)
+    num_racks = len(set(racks.values()))
+    result = []
+    for leader_index, shift in _rounds(n, num_partitions, start_index, rng, start_partition_id):
+        replicas = [arranged[leader_index]]
+        racks_used = {racks[replicas[0]]}
+        k = 0
+        while len(replicas) < replication_factor:
+            broker = arranged[(leader_index + 1 + (shift * num_racks + k) % (n - 1)) % n]
+            k += 1
+            rack = racks[broker]
+            if broker in replicas or (rack in racks_used and len(racks_used) < num_racks):
+                continue
+            replicas.append(broker)
+            racks_used.add(rack)
         result.append(replicas)
     return result
 
@@ -299,9 +378,11 @@ class PlanningStore(MetadataStore):
                     f"{len(assignment)} assignment(s) were specified.")
             new = tuple(self._checked_replicas(r, rf) for r in assignment)
         else:
-            # As Kafka's addPartitions: start at partition 0's first replica (or the next id).
-            brokers = self._broker_ids()
-            start = next((i for i, b in enumerate(brokers) if b >= topic.replicas[0][0]), 0)
+            # As Kafka's addPartitions: start at partition 0's first replica (or the next id)
+            # in the brokers sorted by id, even when placing over the rack-alternated list.
+            brokers = sorted(self.brokers(), key=lambda b: b.node_id)
+            first = topic.replicas[0][0]
+            start = next((i for i, b in enumerate(brokers) if b.node_id >= first), 0)
             new = tuple(tuple(r) for r in _place(brokers, added, rf, start, self.rng,
                                                  start_partition_id=current))
         return Topic.of(topic.name, topic.topic_id, topic.replicas + list(new), topic.configs)
@@ -343,7 +424,7 @@ class PlanningStore(MetadataStore):
             raise InvalidPartitionsError(f"Number of partitions {num_partitions} is too large.")
         partitions = self.default_num_partitions if num_partitions == -1 else num_partitions
         rf = self.default_replication_factor if replication_factor == -1 else replication_factor
-        return tuple(tuple(r) for r in _place(self._broker_ids(), partitions, rf, None, self.rng))
+        return tuple(tuple(r) for r in _place(self.brokers(), partitions, rf, None, self.rng))
 
     def _manual_assignment(self, assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]],
                            num_partitions: int, replication_factor: int
@@ -497,16 +578,18 @@ class LocalMetadataStore(PlanningStore):
         self._by_id = {t.topic_id: t for t in topics.values()}
 
 
-def _place(brokers: list[int], num_partitions: int, replication_factor: int,
+def _place(brokers: Sequence[BrokerInfo], num_partitions: int, replication_factor: int,
            start_index: int | None, rng: _Rng, *, start_partition_id: int = 0) -> list[list[int]]:
-    """assign_replicas with Kafka's controller wording for too few brokers."""
+    """assign_replicas over ``brokers`` and their racks, with Kafka's controller wording
+    for too few brokers."""
     if replication_factor > len(brokers):
         raise InvalidReplicationFactorError(
             f"Unable to replicate the partition {replication_factor} time(s): The target "
             f"replication factor of {replication_factor} cannot be reached because only "
             f"{len(brokers)} broker(s) are registered.")
-    return assign_replicas(brokers, num_partitions, replication_factor, start_index, rng,
-                           start_partition_id=start_partition_id)
+    return assign_replicas([b.node_id for b in brokers], num_partitions, replication_factor,
+                           start_index, rng, start_partition_id=start_partition_id,
+                           racks={b.node_id: b.rack for b in brokers})
 
 
 def _dump(cluster_id: str, topics: Mapping[str, Topic]) -> bytes:
