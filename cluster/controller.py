@@ -66,6 +66,9 @@ logger = logging.getLogger(__name__)
 
 
 
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
 class ControllerMovedError(Exception):
     """Another broker is controller now: this one stops acting at once."""
 
@@ -218,11 +221,16 @@ class Controller:
                              self._watch(self.on_legacy_preferred_election))
         for broker in ctx.brokers.values():
             self.channel.add_broker(broker)
+        # Every broker first learns who is alive (Kafka's failover does the same).
+        brokers_only = self._batch()
+        brokers_only.update_metadata(ctx.brokers)
+        brokers_only.send()
         logger.info("controller %d: %d live brokers %s, %d topics, %d partitions",
                     self.broker_id, len(ctx.brokers), sorted(ctx.brokers), len(ctx.topic_ids),
                     len(ctx.assignments))
         batch = self._batch()
-        batch.update_metadata(ctx.brokers, ctx.all_partitions())
+        if ctx.assignments:
+            batch.update_metadata(ctx.brokers, ctx.all_partitions())
         # Replicas on live brokers are online (each gets a LeaderAndIsr), the rest offline.
         for tp, replicas in ctx.assignments.items():
             for replica in replicas:
@@ -417,14 +425,18 @@ class Controller:
 
     async def _remove_from_isr(self, brokers: Collection[int], partitions: Iterable[TP],
                                batch: RequestBatch) -> None:
-        """Drop dead or stopping followers from ISRs (Kafka's removeReplicasFromIsr)."""
+        """Drop dead or stopping followers from ISRs (Kafka's removeReplicasFromIsr). The
+        ISR never becomes empty: its last member stays, so that the partition can come
+        back without an unclean election when that replica returns."""
         ctx = self.ctx
         for tp in partitions:
             for _ in range(3):
                 li = ctx.leader_isr.get(tp)
-                if li is None or not set(li.isr) & set(brokers) or li.leader in brokers:
+                if li is None or li.leader in brokers:
                     break
-                isr = tuple(b for b in li.isr if b not in brokers)
+                isr = tuple(b for b in li.isr if b not in brokers) or li.isr[-1:]
+                if isr == li.isr:
+                    break
                 new = LeaderIsr(li.leader, li.leader_epoch + 1, isr, ctx.epoch,
                                 li.leader_recovery_state)
                 if await self._write_leader_isr(tp, new) is not None:
@@ -486,16 +498,20 @@ class Controller:
         batch = self._batch()
         batch.update_metadata([b for b in ctx.brokers if b not in started])
         batch.send()
+        # The new brokers learn the cluster before their LeaderAndIsr: a Kafka broker
+        # refuses to follow a leader its metadata cache does not know.
         full = self._batch()
         full.update_metadata(started, ctx.all_partitions())
+        full.send()
+        replicas = self._batch()
         for broker_id in started:
             for tp in ctx.partitions_on(broker_id):
                 if tp[0] in ctx.topics_to_delete:
                     continue
                 ctx.move_replica(tp, broker_id, ReplicaState.ONLINE)
                 if tp in ctx.leader_isr:
-                    full.leader_and_isr([broker_id], tp)
-        full.send()
+                    replicas.leader_and_isr([broker_id], tp)
+        replicas.send()
         await self._trigger_online_state_change()
         if ctx.topics_to_delete:
             await self._process_deletions()
@@ -743,6 +759,31 @@ class Controller:
         if tp in ctx.reassignments:
             await self._continue_reassignment(tp, ctx.reassignments[tp])
         return NONE, written
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int
+                                    ) -> tuple[int, int, int]:
+        """AllocateProducerIds: the next block of ids after ``/latest_producer_id_block``
+        (error, first id, length), as Kafka's ZooKeeper-mode controller hands them out."""
+        registration = self.ctx.brokers.get(broker_id)
+        if registration is None or broker_epoch not in (-1, registration.epoch):
+            return STALE_BROKER_EPOCH, -1, -1
+        while True:
+            try:
+                data, stat = await self.zk.get(zn.PRODUCER_ID_BLOCK)
+                start, version = zn.decode_producer_id_block_end(data) + 1, stat.version
+            except NoNodeError:
+                start, version = 0, -2
+            block = zn.encode_producer_id_block(broker_id, start,
+                                                start + PRODUCER_ID_BLOCK_SIZE - 1)
+            op = (Create(zn.PRODUCER_ID_BLOCK, block) if version == -2
+                  else SetData(zn.PRODUCER_ID_BLOCK, block, version))
+            try:
+                await self._multi([op])
+            except (BadVersionError, NodeExistsError):
+                continue  # written by someone else meanwhile: take the next one
+            logger.info("controller %d: producer ids %d-%d for broker %d", self.broker_id,
+                        start, start + PRODUCER_ID_BLOCK_SIZE - 1, broker_id)
+            return NONE, start, PRODUCER_ID_BLOCK_SIZE
 
     # --- reassignment (KIP-455) ---------------------------------------------------------------
 

@@ -35,6 +35,17 @@ class PartitionView:
 
 
 @dataclass
+class FollowerState:
+    """What the leader knows of one follower (Kafka's ``Replica``): its log end offset
+    and when it was last caught up to the leader's log end offset."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1
+
+
+@dataclass
 class Partition:
     """One replica of ``topic``-``index`` on this broker.
 
@@ -55,6 +66,10 @@ class Partition:
     on_data: Callable[[Partition], None] = lambda _p: None
     leader: int | None = None  # None: this broker (the single-broker default)
     partition_epoch: int = 0
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    # An ISR change sent to the controller and not answered yet (KIP-497).
+    pending_isr: list[int] | None = None
+    leader_epoch_start_offset: int = 0
 
     def __post_init__(self) -> None:
         if self.leader is None:
@@ -64,10 +79,15 @@ class Partition:
         if self.is_leader:
             self._start_leader_epoch()
 
-    def _start_leader_epoch(self) -> None:
-        # As Kafka's makeLeader: the new epoch starts at the log end offset, and the
-        # high watermark is the minimum log end offset over the ISR.
+    def _start_leader_epoch(self, now_ms: int = 0) -> None:
+        # As Kafka's makeLeader: the new epoch starts at the log end offset, followers'
+        # offsets are unknown until they fetch (ISR members count as caught up now),
+        # and the high watermark is the minimum log end offset over the ISR.
         self.log.leader_epochs.assign(self.leader_epoch, self.log.log_end_offset)
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in self.isr else 0)
+                          for r in self.replicas if r != self.node_id}
+        self.pending_isr = None
         self.maybe_advance_high_watermark()
 
     @property
@@ -87,16 +107,72 @@ class Partition:
                              tuple(self.isr))
 
     def apply_leadership(self, leader: int, leader_epoch: int, isr: list[int],
-                         replicas: list[int], partition_epoch: int) -> None:
-        """Become leader or follower as the controller says (LeaderAndIsr)."""
+                         replicas: list[int], partition_epoch: int, now_ms: int = 0) -> bool:
+        """Become leader or follower as the controller says (LeaderAndIsr); True when
+        this replica now follows a new leader or epoch (it must truncate and fetch)."""
         was_leader = self.is_leader
         new_epoch = leader_epoch != self.leader_epoch
         self.leader, self.leader_epoch = leader, leader_epoch
         self.isr, self.replicas = list(isr), list(replicas)
         self.partition_epoch = partition_epoch
-        if self.is_leader and (new_epoch or not was_leader):
-            self._start_leader_epoch()
+        if self.is_leader:
+            if new_epoch or not was_leader:
+                self._start_leader_epoch(now_ms)
+            else:
+                for r in self.replicas:
+                    if r != self.node_id:
+                        self.followers.setdefault(r, FollowerState())
+                self.pending_isr = None
+                self.maybe_advance_high_watermark()
         self.on_data(self)
+        return not self.is_leader and (new_epoch or was_leader)
+
+    # --- the leader's view of its followers -----------------------------------------
+
+    def record_follower_fetch(self, replica: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from ``fetch_offset``: it has everything below it. Caught
+        up means it reached the leader's log end offset, now or as of its previous
+        fetch (Kafka's ``Replica.updateFetchState``)."""
+        state = self.followers.setdefault(replica, FollowerState())
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_leo = leo
+        state.last_fetch_ms = now_ms
+        self.maybe_advance_high_watermark()
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The ISR the high watermark must respect: the committed one plus any member a
+        pending change adds (KIP-497)."""
+        return set(self.isr) | set(self.pending_isr or ())
+
+    def replicas_to_add(self) -> list[int]:
+        """Followers out of the ISR that have caught up: at or past the high watermark
+        and the start of this leader's epoch (Kafka's ``isFollowerInSync``)."""
+        hw = self.log.high_watermark
+        return [r for r, st in sorted(self.followers.items())
+                if r not in self.maximal_isr and r in self.replicas
+                and st.log_end_offset >= max(hw, self.leader_epoch_start_offset)]
+
+    def replicas_out_of_sync(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR followers not caught up within ``replica.lag.time.max.ms``."""
+        return [r for r in self.isr if r != self.node_id
+                and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms
+                > max_lag_ms]
+
+    # --- a follower's own log ---------------------------------------------------------
+
+    def append_as_follower(self, records: bytes | bytearray, leader_high_watermark: int
+                           ) -> None:
+        """Append what the leader sent, then follow its high watermark (never past our
+        own log end)."""
+        if records:
+            self.log.append_as_follower(records)
+        self.log.high_watermark = max(0, min(leader_high_watermark, self.log.log_end_offset))
 
     def check_leader_epoch(self, requested: int) -> None:
         """Fence a client with a newer or older view of the leader epoch (KIP-320)."""
@@ -118,13 +194,23 @@ class Partition:
                                  f"{len(self.isr)} in-sync replicas, min.insync.replicas="
                                  f"{min_isr}")
         info = self.log.append_as_leader(records, self.leader_epoch, one_batch=True)
-        self.maybe_advance_high_watermark()
+        if not self.maybe_advance_high_watermark():
+            self.on_data(self)  # followers' long polls wait for new data too
         return info
 
-    def maybe_advance_high_watermark(self) -> None:
-        if self.isr == [self.node_id] and self.log.high_watermark < self.log.log_end_offset:
-            self.log.high_watermark = self.log.log_end_offset
+    def maybe_advance_high_watermark(self) -> bool:
+        """HW = the smallest log end offset over the (maximal) ISR; True if it moved."""
+        if not self.is_leader:
+            return False
+        hw = self.log.log_end_offset
+        for replica in self.maximal_isr:
+            if replica != self.node_id:
+                hw = min(hw, self.followers.get(replica, FollowerState()).log_end_offset)
+        if hw > self.log.high_watermark:
+            self.log.high_watermark = hw
             self.on_data(self)
+            return True
+        return False
 
     @property
     def last_stable_offset(self) -> int:

@@ -355,6 +355,26 @@ def decode_config_change(data: bytes) -> str:
     return f"{doc.get('entity_type')}/{doc.get('entity_name')}"
 
 
+# --- /latest_producer_id_block --------------------------------------------------------
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    """Kafka's ``ProducerIdBlockZNode``: the last block handed out (ends inclusive)."""
+    return _json({"version": 1, "broker": broker_id, "block_start": str(start),
+                  "block_end": str(end)})
+
+
+def decode_producer_id_block_end(data: bytes) -> int:
+    """The last producer id handed out so far (-1 when none: an empty znode)."""
+    if not data:
+        return -1
+    doc = _load(data, PRODUCER_ID_BLOCK)
+    try:
+        return int(doc["block_end"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ZnodeFormatError(f"{PRODUCER_ID_BLOCK}: {doc!r}") from e
+
+
 # --- /admin --------------------------------------------------------------------------------
 
 

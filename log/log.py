@@ -429,6 +429,10 @@ class Log:
     def truncate_to(self, offset: int) -> None:
         """Remove everything from the batch holding ``offset`` on (a follower's truncation)."""
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch this replica started as leader without writing
+            # anything in it must go, or it would diverge from the new leader forever
+            # (as Kafka's UnifiedLog.truncateTo).
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
             return
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)

@@ -1,7 +1,8 @@
 """kafka-python message classes for the ZooKeeper-mode inter-broker apis.
 
 kafka-python 3.0.12 has no schema for LeaderAndIsr (4), StopReplica (5),
-UpdateMetadata (6), ControlledShutdown (7) or AlterPartition (56), so we ship
+UpdateMetadata (6), ControlledShutdown (7), AlterPartition (56) or
+AllocateProducerIds (67), so we ship
 Kafka 3.9.1's definitions of them in Kafka's JSON spec format
 (`josefk.protocol.schemas`, package data) and load them with kafka-python's own
 machinery (`class X(ApiMessage, load_json=package)`). The classes therefore
@@ -41,6 +42,8 @@ from kafka.util import classproperty
 
 __all__ = [
     "SCHEMA_PACKAGE",
+    "AllocateProducerIdsRequest",
+    "AllocateProducerIdsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
     "ControlRequestType",
@@ -171,3 +174,11 @@ class AlterPartitionRequest(ApiMessage, load_json=SCHEMA_PACKAGE):
 
 class AlterPartitionResponse(ApiMessage, load_json=SCHEMA_PACKAGE):
     """The partition states the controller committed, or errors (v0-3)."""
+
+
+class AllocateProducerIdsRequest(ApiMessage, load_json=SCHEMA_PACKAGE):
+    """Broker -> controller: a block of producer ids to hand out (v0, flexible)."""
+
+
+class AllocateProducerIdsResponse(ApiMessage, load_json=SCHEMA_PACKAGE):
+    """The block: its first id and its length (v0)."""

@@ -105,6 +105,8 @@ from kafka.protocol.producer import (
 )
 
 from .controller_messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,
@@ -177,6 +179,7 @@ _PAIRS: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
     (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
     (OffsetDeleteRequest, OffsetDeleteResponse),
     (AlterPartitionRequest, AlterPartitionResponse),
+    (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
     (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
 )

@@ -84,6 +84,7 @@ _TABLE = {
     ApiKey.ListPartitionReassignments: _V(0, 0),
     ApiKey.OffsetDelete: _V(0, 0),
     ApiKey.AlterPartition: _V(0, 3),
+    ApiKey.AllocateProducerIds: _V(0, 0),
     ApiKey.DescribeCluster: _V(0, 2),
     ApiKey.DescribeTopicPartitions: _V(0, 0),
 }

@@ -141,6 +141,12 @@ class Broker:
     def on_partition_data(self, partition: Partition) -> None:
         self._on_data(partition)
 
+    def on_follower_fetch(self, partition: Partition, replica: int, fetch_offset: int) -> None:
+        """A follower fetched ``partition`` from ``fetch_offset`` (it has everything below)."""
+        partition.record_follower_fetch(replica, fetch_offset, now_ms())
+        if self.cluster is not None:
+            self.cluster.on_follower_fetch(partition)
+
     def on_leadership_change(self) -> None:
         """LeaderAndIsr or StopReplica changed what this broker leads."""
         self.group_coordinator.on_leadership_change()

@@ -29,6 +29,7 @@ from josefk.cluster.metadata_cache import MetadataCache
 from josefk.cluster.partition import Partition, PartitionView
 from josefk.cluster.zk_store import ZkMetadataStore
 from josefk.cluster.znodes import BrokerRegistration, Endpoint
+from josefk.log.log import now_ms
 from josefk.log.partition_metadata import (
     kafka_uuid_str,
     random_kafka_uuid,
@@ -45,7 +46,9 @@ from josefk.protocol.error_codes import (
 )
 from josefk.server.config import validate_topic_configs
 from josefk.server.controller_channel import BrokerChannels
-from josefk.server.peer import PeerConnection, PeerError
+from josefk.server.peer import PeerConnection
+from josefk.server.producer_id_blocks import ProducerIdBlocks
+from josefk.server.replication import IsrUpdates, ReplicaFetchers
 from josefk.server.zk_client import KazooZooKeeper
 
 if TYPE_CHECKING:
@@ -79,6 +82,13 @@ class ClusterNode:
             on_config_change=broker.reconfigure)
         self.membership: Membership | None = None
         self.controller_epoch = -1
+        self.node_id = broker.node_id
+        self.live_leaders: dict[int, tuple[str, int]] = {}
+        self.fetchers: ReplicaFetchers | None = None
+        self.producer_ids = ProducerIdBlocks(
+            broker.node_id, lambda: self.broker_epoch,
+            lambda: self.endpoint_of(self.cache.controller_id), config.request_timeout_ms / 1000)
+        self.isr_updates: IsrUpdates | None = None
 
     # --- start-up ------------------------------------------------------------------------
 
@@ -100,6 +110,9 @@ class ClusterNode:
         registration = BrokerRegistration(self.broker.node_id, (endpoint,),
                                           self.config.values["broker.rack"])
         self.membership = Membership(self.zk, registration, self._make_controller)
+        self.fetchers = ReplicaFetchers(self, nursery)
+        self.isr_updates = IsrUpdates(self, nursery, self._led_partitions)
+        nursery.start_soon(self.isr_updates.shrink_forever)
         await self.membership.register()
         nursery.start_soon(self.store.watch_config_changes)
         await nursery.start(self.membership.run)
@@ -122,6 +135,30 @@ class ClusterNode:
         if value is None:
             return self.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
+
+    def _led_partitions(self) -> list[Partition]:
+        return [p for p in self.broker.partitions.values() if p.is_leader]
+
+    # --- what replication needs (ReplicationHost) ---------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.broker.partition(topic, index)
+
+    def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        registration = self.cache.brokers.get(broker_id)
+        if registration is not None:
+            endpoint = registration.endpoint(self.listener) or registration.endpoint()
+            if endpoint is not None:
+                return endpoint.host, endpoint.port
+        return self.live_leaders.get(broker_id)
+
+    @property
+    def controller_id(self) -> int:
+        return self.cache.controller_id
+
+    def on_follower_fetch(self, partition: Partition) -> None:
+        if self.isr_updates is not None:
+            self.isr_updates.maybe_expand(partition)
 
     @property
     def controller(self) -> Controller | None:
@@ -164,7 +201,12 @@ class ClusterNode:
         if stale is not None:
             return ControllerResponse(stale, {i.key: stale for i in request.partitions})
         await self.store.load_configs({i.topic for i in request.partitions})
+        for leader in request.live_leaders:
+            endpoint = leader.endpoint()
+            if endpoint is not None:
+                self.live_leaders[leader.broker_id] = (endpoint.host, endpoint.port)
         broker = self.broker
+        now = now_ms()
         errors: dict[tuple[str, int], int] = {}
         for info in request.partitions:
             partition = broker.partitions.get(info.key)
@@ -184,8 +226,13 @@ class ClusterNode:
                     continue
                 partition = broker.open_replica(info.topic, info.partition, topic_id,
                                                 list(info.replicas))
-            partition.apply_leadership(info.leader, info.leader_epoch, list(info.isr),
-                                       list(info.replicas), info.partition_epoch)
+            follow = partition.apply_leadership(info.leader, info.leader_epoch, list(info.isr),
+                                                list(info.replicas), info.partition_epoch, now)
+            assert self.fetchers is not None
+            if partition.is_leader:
+                self.fetchers.stop(info.key)
+            elif follow:
+                self.fetchers.follow(partition)
             errors[info.key] = NONE
             logger.info("broker %d is %s of %s-%d at leader epoch %d (isr %s)",
                         broker.node_id, "leader" if partition.is_leader else
@@ -215,6 +262,8 @@ class ClusterNode:
                     and p.leader_epoch < partition.leader_epoch):
                 errors[key] = FENCED_LEADER_EPOCH
                 continue
+            if self.fetchers is not None:
+                self.fetchers.stop(key)
             self.broker.stop_replica(p.topic, p.partition, delete=p.delete)
             errors[key] = NONE
         self.broker.on_leadership_change()
@@ -250,18 +299,13 @@ class ClusterNode:
                                      or registration.endpoint())
         if not endpoint:
             return None
-        peer = PeerConnection(endpoint.host, endpoint.port,
-                              f"broker-{self.broker.node_id}-controlled-shutdown",
-                              self.config.request_timeout_ms / 1000)
-        try:
-            response = await peer.request(ControlledShutdownRequest(
+        response = await PeerConnection.once(
+            (endpoint.host, endpoint.port), f"broker-{self.broker.node_id}-controlled-shutdown",
+            self.config.request_timeout_ms / 1000, ControlledShutdownRequest(
                 broker_id=self.broker.node_id, broker_epoch=self.broker_epoch),
-                CONTROLLED_SHUTDOWN_VERSION)
-        except PeerError as e:
-            logger.warning("controlled shutdown request failed: %s", e)
+            CONTROLLED_SHUTDOWN_VERSION, "controlled shutdown request")
+        if response is None:
             return None
-        finally:
-            await peer.aclose()
         if response.error_code != NONE:
             logger.warning("controlled shutdown: controller answered error %d",
                            response.error_code)

@@ -65,6 +65,19 @@ class PeerConnection:
             buf += chunk
         return bytes(buf)
 
+    @classmethod
+    async def once(cls, endpoint: tuple[str, int], client_id: str, timeout_s: float,
+                   request: Any, version: int, what: str) -> Any | None:
+        """One request on a connection of its own; None (logged) when it fails."""
+        peer = cls(*endpoint, client_id, timeout_s)
+        try:
+            return await peer.request(request, version)
+        except PeerError as e:
+            logger.warning("%s failed: %s", what, e)
+            return None
+        finally:
+            await peer.aclose()
+
     async def aclose(self) -> None:
         if self._stream is not None:
             stream, self._stream = self._stream, None

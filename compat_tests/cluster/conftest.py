@@ -36,11 +36,6 @@ from .harness import (
     ZooKeeperServer,
 )
 
-# Why a test is still pending on josefk (the issue that brings what it needs).
-REPLICATION_PENDING = "replication between brokers (issue 16): followers do not fetch yet"
-MIXED_PENDING = ("a mixed cluster needs replication between josefk and Kafka brokers "
-                 "(issues 11 and 16)")
-
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(

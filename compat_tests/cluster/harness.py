@@ -396,9 +396,12 @@ class Cluster:
         home: Path,
         kinds: dict[int, str],
         start_timeout: float,
+        config: dict[str, str] | None = None,
     ) -> None:
+        """``config``: Kafka keys every broker of this cluster gets on top of the defaults."""
         self.zookeeper = zookeeper
         self.home = home
+        self.config = dict(config or {})
         self.chroot = f"/josefk-{uuid.uuid4().hex[:12]}"
         self.zk_connect = zookeeper.connect + self.chroot
         self.start_timeout = start_timeout
@@ -418,7 +421,7 @@ class Cluster:
         return ClusterBroker(
             kind, broker_id, self.home / (name or f"broker-{broker_id}"),
             zk_connect or self.zk_connect, self.zk if zk_connect is None else None,
-            self.start_timeout, extra,
+            self.start_timeout, {**self.config, **(extra or {})},
         )
 
     def __getitem__(self, broker_id: int) -> ClusterBroker:

@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from kafka import TopicPartition
 
 from ..clients import Rec, kafka_python_consume, kafka_python_produce
 from ..test_java_tools import describe_lines, run_tool
-from .conftest import REPLICATION_PENDING
 from .harness import (
     BROKER_IDS,
     KAFKA39_RUN_CLASS,
@@ -42,7 +40,6 @@ def settled(cluster: Cluster, topic: str, target: dict[int, list[int]]) -> Metad
     return cluster.agreed_view([topic], done, REASSIGN_TIMEOUT, f"{topic} on {target}")
 
 
-@pytest.mark.josefk_pending(REPLICATION_PENDING)
 def test_alter_partition_reassignments(cluster: Cluster, topic: str) -> None:
     controller = cluster.controller_id()
     mover, leaver = (b for b in BROKER_IDS if b != controller)
@@ -110,7 +107,6 @@ def test_topics_tool_describe(cluster: Cluster, topic: str, kafka39_tools: None)
     }, described.stdout
 
 
-@pytest.mark.josefk_pending(REPLICATION_PENDING)
 def test_reassign_partitions_tool(
     cluster: Cluster, topic: str, tmp_path: Path, kafka39_tools: None
 ) -> None:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import MIXED_PENDING, cluster_fixture
+from .conftest import cluster_fixture
 from .harness import FAILOVER_TIMEOUT, Cluster, partition_state, wait_until
 from .test_produce_consume import check_partitions, produce_keyed, wait_replicas_identical
 
 pytestmark = [
     pytest.mark.josefk_only("a mixed cluster is josefk brokers beside Apache Kafka 3.9.1"),
-    pytest.mark.josefk_pending(MIXED_PENDING),
 ]
 
 KINDS = {1: "kafka", 2: "josefk", 3: "josefk"}

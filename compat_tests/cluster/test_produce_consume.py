@@ -6,11 +6,9 @@ import uuid
 from collections import defaultdict
 
 import confluent_kafka
-import pytest
 from kafka import KafkaProducer
 
 from ..clients import PRODUCE_TIMEOUT, confluent_consumer, confluent_poll, kafka_python_consume
-from .conftest import REPLICATION_PENDING
 from .harness import BROKER_IDS, Cluster, wait_until
 
 N = 600
@@ -79,7 +77,6 @@ def check_partitions(cluster: Cluster, topic: str, expected: Records) -> None:
         ], f"{topic}-{p}"
 
 
-@pytest.mark.josefk_pending(REPLICATION_PENDING)
 def test_acks_all_produce_and_group_consume(cluster: Cluster, topic: str) -> None:
     view = cluster.create_topic(topic, partitions=3, replication_factor=3)
     assert sorted(view.leaders(topic).values()) == list(BROKER_IDS), "every broker leads one"

@@ -136,6 +136,15 @@ async def handle_alter_partition(broker: Broker, request: Request) -> Response:
     return {"throttle_time_ms": 0, "error_code": NONE, "topics": topics}
 
 
+async def handle_allocate_producer_ids(broker: Broker, request: Request) -> Response:
+    body = request.body
+    result = await _on_controller(
+        broker, lambda c: c.allocate_producer_ids(body.broker_id, body.broker_epoch))
+    error, start, length = result if result is not None else (NOT_CONTROLLER, -1, -1)
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id_start": start,
+            "producer_id_len": length}
+
+
 ELECTION_TYPES = {0: "preferred", 1: "unclean"}
 
 
@@ -206,6 +215,7 @@ HANDLERS = {
     ApiKey.StopReplica: handle_stop_replica,
     ApiKey.ControlledShutdown: handle_controlled_shutdown,
     ApiKey.AlterPartition: handle_alter_partition,
+    ApiKey.AllocateProducerIds: handle_allocate_producer_ids,
     ApiKey.ElectLeaders: handle_elect_leaders,
     ApiKey.AlterPartitionReassignments: handle_alter_partition_reassignments,
     ApiKey.ListPartitionReassignments: handle_list_partition_reassignments,

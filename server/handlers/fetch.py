@@ -1,5 +1,10 @@
 """Fetch: read partitions up to the high watermark, long-poll for ``min_bytes``.
 
+A follower's fetch (a replica id >= 0) reads up to the log end offset instead, tells
+the leader how far the follower has got (which moves the high watermark and may
+bring it back into the ISR), and gets the diverging epoch when its last fetched
+epoch does not match the leader's log (KIP-320 truncation on fetch).
+
 Record bytes are not read into Python: each partition's slice of a segment
 file becomes a FileRegion sent with sendfile after the encoded response parts.
 """
@@ -48,7 +53,9 @@ class PartitionRead:
     fetch_offset: int
     max_bytes: int
     leader_epoch: int
+    last_fetched_epoch: int = -1
     error_code: int = 0
+    diverging_epoch: tuple[int, int] | None = None
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -67,9 +74,10 @@ async def handle(broker: Broker, request: Request) -> Response:
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     read_committed = version >= 4 and body.isolation_level == READ_COMMITTED
     max_bytes = body.max_bytes if version >= 3 else 1 << 31
+    replica = _replica_id(body, version)
     while True:
         reads = _requested(broker, body, version)
-        total = _read_all(broker, reads, max_bytes, read_committed)
+        total = _read_all(broker, reads, max_bytes, read_committed, replica)
         errors = any(r.error_code for r in reads)
         remaining = deadline - trio.current_time()
         if total >= body.min_bytes or errors or remaining <= 0 or not reads:
@@ -79,9 +87,17 @@ async def handle(broker: Broker, request: Request) -> Response:
         keys = [(r.topic, r.index) for r in reads]
         if not await broker.purgatory.wait_any(keys, remaining):
             reads = _requested(broker, body, version)
-            _read_all(broker, reads, max_bytes, read_committed)
+            _read_all(broker, reads, max_bytes, read_committed, replica)
             break
     return _encode(request, reads)
+
+
+def _replica_id(body: Any, version: int) -> int:
+    """The fetching follower's broker id, or -1 for a consumer (v15+: a tagged field)."""
+    if version < 15:
+        return body.replica_id
+    state = body.replica_state
+    return state.replica_id if state is not None else -1
 
 
 def _requested(broker: Broker, body: Any, version: int) -> list[PartitionRead]:
@@ -96,23 +112,24 @@ def _requested(broker: Broker, body: Any, version: int) -> list[PartitionRead]:
             reads.append(PartitionRead(
                 topic=name, topic_id=topic_id, index=p.partition, fetch_offset=p.fetch_offset,
                 max_bytes=p.partition_max_bytes,
-                leader_epoch=p.current_leader_epoch if version >= 9 else -1))
+                leader_epoch=p.current_leader_epoch if version >= 9 else -1,
+                last_fetched_epoch=p.last_fetched_epoch if version >= 12 else -1))
     return reads
 
 
 def _read_all(broker: Broker, reads: list[PartitionRead], max_bytes: int,
-              read_committed: bool) -> int:
+              read_committed: bool, replica: int = -1) -> int:
     """Read every partition in order; the first non-empty one may exceed the limits."""
     total = 0
     for r in reads:
         limit = min(r.max_bytes, max_bytes - total)
         total += _read_one(broker, r, max(limit, 0), min_one=(total == 0), read_committed=
-                           read_committed)
+                           read_committed, replica=replica)
     return total
 
 
 def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
-              read_committed: bool) -> int:
+              read_committed: bool, replica: int = -1) -> int:
     if r.topic is None:
         r.error_code = UNKNOWN_TOPIC_ID
         return 0
@@ -129,20 +146,48 @@ def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
         r.error_code = e.error_code
         return 0
     log = partition.log
+    upper = r.last_stable_offset if read_committed else log.high_watermark
+    if replica >= 0:
+        if replica not in partition.replicas:
+            r.error_code = NOT_LEADER_OR_FOLLOWER
+            return 0
+        if _diverging(partition, r):
+            return 0
+        upper = log.log_end_offset
     r.high_watermark = log.high_watermark
     r.last_stable_offset = partition.last_stable_offset
     r.log_start_offset = log.log_start_offset
-    upper = r.last_stable_offset if read_committed else r.high_watermark
+    if read_committed:
+        upper = r.last_stable_offset
     try:
         piece = log.read(r.fetch_offset, limit, max_offset=upper, min_one_message=min_one)
     except OffsetOutOfRangeError:
         r.error_code = OFFSET_OUT_OF_RANGE
         return 0
+    if replica >= 0:
+        broker.on_follower_fetch(partition, replica, r.fetch_offset)
+        r.high_watermark = log.high_watermark
     if piece.length == 0:
         return 0
     # A private descriptor: the segment may roll or be deleted while we send.
     r.region = FileRegion(os.dup(piece.fd), piece.position, piece.length)
     return piece.length
+
+
+def _diverging(partition: Any, r: PartitionRead) -> bool:
+    """KIP-320: does the follower's log diverge from ours at its last fetched epoch?
+    If so, answer with the largest epoch we share and where it ends."""
+    if r.last_fetched_epoch < 0:
+        return False
+    log = partition.log
+    epoch, end = log.leader_epochs.end_offset_for(r.last_fetched_epoch, log.log_end_offset)
+    if epoch == r.last_fetched_epoch and end >= r.fetch_offset:
+        return False
+    r.diverging_epoch = (epoch, end)
+    r.high_watermark = log.high_watermark
+    r.log_start_offset = log.log_start_offset
+    r.last_stable_offset = partition.last_stable_offset
+    return True
 
 
 def _encode(request: Request, reads: list[PartitionRead]) -> Response:
@@ -159,6 +204,9 @@ def _encode(request: Request, reads: list[PartitionRead]) -> Response:
             partition_index=r.index, error_code=r.error_code, high_watermark=r.high_watermark,
             last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
             aborted_transactions=None, preferred_read_replica=-1, records=records)
+        if r.diverging_epoch is not None and version >= 12:
+            part.diverging_epoch = PartitionResp.EpochEndOffset(
+                epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])
         key = (r.topic_id, r.topic) if version >= 13 else (None, r.topic)
         if current is None or current[0] != key:
             topic = TopicResp(topic=r.topic or "", topic_id=r.topic_id or uuid.UUID(int=0),

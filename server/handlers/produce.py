@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+import trio
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
-from josefk.cluster.partition import PartitionError
+from josefk.cluster.partition import Partition, PartitionError
 from josefk.protocol.error_codes import (
     CORRUPT_MESSAGE,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
+    REQUEST_TIMED_OUT,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.messages import Request
@@ -33,13 +36,21 @@ async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
     topics = []
     failed = False
+    waiting: list[tuple[Any, Partition, int]] = []
     for topic_data in body.topic_data:
         partitions = []
         for data in topic_data.partition_data:
             fields = _append(broker, topic_data.name, data.index, data.records, body.acks)
             failed = failed or fields["error_code"] != 0
-            partitions.append(PartitionResp(**fields))
+            response = PartitionResp(**{k: v for k, v in fields.items() if k != "end"})
+            partitions.append(response)
+            if body.acks == -1 and fields["error_code"] == 0:
+                partition = broker.partition(topic_data.name, data.index)
+                assert partition is not None
+                waiting.append((response, partition, fields["end"]))
         topics.append(TopicResp(name=topic_data.name, partition_responses=partitions))
+    if waiting:
+        await _until_replicated(broker, waiting, body.timeout_ms / 1000)
     if body.acks == 0:
         if failed:
             # The producer reads no response; Kafka drops the connection so it
@@ -76,7 +87,39 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks:
     result["base_offset"] = info.first_offset
     result["log_append_time_ms"] = info.log_append_time
     result["log_start_offset"] = info.log_start_offset
+    result["end"] = info.last_offset + 1
     return result
+
+
+async def _until_replicated(broker: Broker, waiting: list[tuple[Any, Partition, int]],
+                            timeout_s: float) -> None:
+    """acks=all: hold the answer until each partition's high watermark passes what was
+    appended (Kafka's DelayedProduce), or ``timeout.ms`` runs out (REQUEST_TIMED_OUT).
+    Replicated with fewer in-sync replicas than ``min.insync.replicas`` answers
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND; a leader that lost its leadership meanwhile
+    answers NOT_LEADER_OR_FOLLOWER."""
+    deadline = trio.current_time() + timeout_s
+    pending = list(waiting)
+    while True:
+        still = []
+        for response, partition, end in pending:
+            current = broker.partition(partition.topic, partition.index)
+            if current is not partition or not partition.is_leader:
+                response.error_code = NOT_LEADER_OR_FOLLOWER
+            elif partition.high_watermark >= end:
+                if len(partition.isr) < partition.log.config.min_insync_replicas:
+                    response.error_code = NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            else:
+                still.append((response, partition, end))
+        pending = still
+        remaining = deadline - trio.current_time()
+        if not pending:
+            return
+        if remaining <= 0:
+            for response, _, _ in pending:
+                response.error_code = REQUEST_TIMED_OUT
+            return
+        await broker.purgatory.wait_any({(p.topic, p.index) for _, p, _ in pending}, remaining)
 
 
 HANDLERS = {ApiKey.Produce: handle}

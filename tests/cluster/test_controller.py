@@ -707,3 +707,38 @@ async def test_new_partition_without_live_replicas_waits_for_one(c: Cluster) -> 
     assert state == PartitionState(4, 0, (4,), EPOCH, zk_version=0)
     assert c.channel.partitions_to(LeaderAndIsr, 4)[("w", 0)].is_new
     await c.settle()
+
+
+async def test_failover_keeps_the_last_isr_member_of_an_offline_partition(
+        zk_session: SessionFactory) -> None:
+    """An offline partition (leader -1) keeps its last ISR member through a controller
+    failover: removing dead brokers from ISRs never empties one (an empty ISR left
+    partitions offline for good after a whole-cluster restart)."""
+    zk = await zk_session()
+    brokers_zk = await zk_session()
+    await create_top_level_paths(zk)
+    await zk.create(zn.CONTROLLER_EPOCH, zn.encode_controller_epoch(EPOCH))
+    await zk.create(zn.topic_path("t"), TopicAssignment(TOPIC_ID, {0: (1, 2)}).encode())
+    await zk.create(zn.partition_state_path("t", 0),
+                    PartitionState(-1, 4, (1,), EPOCH - 1).encode(), makepath=True)
+    await brokers_zk.create(zn.broker_path(2), registration(2).encode(), ephemeral=True)
+    controller = Controller(zk, RecordingChannel(), CONTROLLER_ID, ControllerConfig(
+        unclean_leader_election=lambda _topic: False, auto_leader_rebalance_enable=False),
+        EPOCH, 0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(controller.run)
+        with trio.fail_after(10):
+            await controller.call(lambda: trio.sleep(0))
+        data, _ = await zk.get(zn.partition_state_path("t", 0))
+        state = PartitionState.decode(data)
+        assert (state.leader, state.isr) == (-1, (1,))
+        await brokers_zk.create(zn.broker_path(1), registration(1).encode(), ephemeral=True)
+        with trio.fail_after(10):
+            while True:
+                data, _ = await zk.get(zn.partition_state_path("t", 0))
+                state = PartitionState.decode(data)
+                if state.leader != -1:
+                    break
+                await trio.sleep(0.05)
+        assert (state.leader, state.isr) == (1, (1,))
+        nursery.cancel_scope.cancel()

@@ -135,3 +135,16 @@ def test_open_an_empty_log_at_a_start_offset(make_log) -> None:
     log.roll()
     log.roll()  # rolling an empty active segment at the LEO changes nothing
     assert files_with(log.directory, ".log") == [seg_name(50), seg_name(52)]
+
+
+def test_truncate_at_the_end_drops_an_epoch_with_no_records(make_log) -> None:
+    """A replica that became leader (epoch 1 at offset 3) and wrote nothing before it
+    followed again must forget epoch 1, or its last fetched epoch diverges from the new
+    leader's log forever (found in the mixed Kafka/josefk cluster; Kafka's truncateTo)."""
+    log = make_log()
+    log.append_as_leader(build_batch(3), leader_epoch=0, now=BASE_TS)
+    log.leader_epochs.assign(1, 3)
+    assert log.leader_epochs.latest_epoch == 1
+    log.truncate_to(3)
+    assert log.log_end_offset == 3
+    assert log.leader_epochs.entries == [(0, 0)]

@@ -33,6 +33,8 @@ from kafka.protocol.schemas import BaseField
 
 from josefk.protocol import controller_messages as cm
 from josefk.protocol.controller_messages import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     ControlledShutdownRequest,
@@ -60,6 +62,7 @@ PAIRS: list[tuple[type[ApiMessage], type[ApiMessage]]] = [
     (UpdateMetadataRequest, UpdateMetadataResponse),
     (ControlledShutdownRequest, ControlledShutdownResponse),
     (AlterPartitionRequest, AlterPartitionResponse),
+    (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
 ]
 CLASSES = [cls for pair in PAIRS for cls in pair]
 # Kafka 3.9.1: api key, validVersions, flexibleVersions (first flexible version).
@@ -69,6 +72,7 @@ KAFKA_3_9 = {
     "UpdateMetadata": (6, (0, 8), 6),
     "ControlledShutdown": (7, (0, 3), 3),
     "AlterPartition": (56, (0, 3), 0),
+    "AllocateProducerIds": (67, (0, 0), 0),
 }
 EVERY_VERSION = [(cls, v) for cls in CLASSES for v in range(cls.max_version + 1)]
 REQUEST_VERSIONS = [(cls, v) for cls, v in EVERY_VERSION if cls.is_request()]
@@ -264,8 +268,10 @@ def test_requests_and_responses_are_told_apart():
         assert request_class.is_request() and not response_class.is_request()
         assert request_class.header_class is RequestHeader
         assert request_class.json["type"] == "request"
-        header = RequestHeader(request_api_key=request_class.API_KEY, request_api_version=1)
-        assert ResponseClassRegistry.get_response_class(header) is response_class[1]
+        version = request_class.max_version
+        header = RequestHeader(request_api_key=request_class.API_KEY,
+                               request_api_version=version)
+        assert ResponseClassRegistry.get_response_class(header) is response_class[version]
     message = LeaderAndIsrRequest[5](type=ControlRequestType.FULL)
     assert message.type == 2
 

@@ -28,7 +28,7 @@ KAFKA_4_0 = {
 # Apache Kafka 3.9.1's ranges for the inter-broker apis of ZooKeeper mode.
 KAFKA_3_9_ZK = {
     "LeaderAndIsr": (0, 7), "StopReplica": (0, 4), "UpdateMetadata": (0, 8),
-    "ControlledShutdown": (0, 3), "AlterPartition": (0, 3),
+    "ControlledShutdown": (0, 3), "AlterPartition": (0, 3), "AllocateProducerIds": (0, 0),
     # Admin apis the controller answers (a cluster), as in Kafka 3.9.1.
     "ElectLeaders": (0, 2), "AlterPartitionReassignments": (0, 0),
     "ListPartitionReassignments": (0, 0),

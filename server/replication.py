@@ -1,0 +1,369 @@
+"""Replication between brokers (Kafka's ReplicaManager fetchers and ISR updates).
+
+A follower copies its leader's log with `ReplicaFetcher`, one per leading broker:
+first it truncates where its log diverges from the leader's (OffsetForLeaderEpoch,
+`truncation_point`), then it fetches from its log end offset with its broker id as
+the replica id, appends the leader's batches unchanged and follows the leader's high
+watermark. A leader changes its ISR only through the controller, with AlterPartition
+(`IsrUpdates`): it adds a follower once that follower has caught up to the high
+watermark, and drops one that has not been caught up within
+``replica.lag.time.max.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import trio
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+
+from josefk.cluster.partition import Partition
+from josefk.cluster.truncation import truncation_point
+from josefk.log.leader_epoch import UNDEFINED_EPOCH
+from josefk.log.log import now_ms
+from josefk.protocol.controller_messages import AlterPartitionRequest
+from josefk.protocol.error_codes import NONE, OFFSET_OUT_OF_RANGE
+from josefk.protocol.record_batch import RecordBatchError
+from josefk.server.peer import PeerConnection, PeerError
+
+logger = logging.getLogger(__name__)
+
+FETCH_VERSION = 12  # by topic name, with last fetched epoch (Kafka 3.9 serves 4-17)
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+ALTER_PARTITION_VERSION = 3
+TP = tuple[str, int]
+
+_FetchTopic = FetchRequest.FetchTopic
+_OfleTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+_AlterTopic = AlterPartitionRequest.TopicData
+
+
+class ReplicationHost(Protocol):
+    """What replication needs of the broker."""
+
+    node_id: int
+    config: Any
+
+    def partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def endpoint_of(self, broker_id: int) -> tuple[str, int] | None: ...
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+
+def whole_batches(records: bytes) -> bytes:
+    """The complete record batches at the front of a fetch answer (the leader may cut
+    the last one short at the size limit)."""
+    end = 0
+    while end + 12 <= len(records):
+        size = 12 + struct.unpack_from(">i", records, end + 8)[0]
+        if end + size > len(records):
+            break
+        end += size
+    return records[:end]
+
+
+@dataclass
+class _Following:
+    truncating: bool = True
+    retry_at: float = 0.0
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from one leading broker."""
+
+    def __init__(self, host: ReplicationHost, leader_id: int) -> None:
+        self.host = host
+        self.leader_id = leader_id
+        self.partitions: dict[TP, _Following] = {}
+        self._changed = trio.Event()
+        self.scope = trio.CancelScope()
+        values = host.config.values
+        self.max_wait_ms = values["replica.fetch.wait.max.ms"]
+        self.min_bytes = values["replica.fetch.min.bytes"]
+        self.max_bytes = values["replica.fetch.response.max.bytes"]
+        self.partition_max_bytes = values["replica.fetch.max.bytes"]
+        self.backoff_s = values["replica.fetch.backoff.ms"] / 1000
+        self.timeout_s = values["replica.socket.timeout.ms"] / 1000
+
+    def add(self, tp: TP) -> None:
+        self.partitions[tp] = _Following()
+        self._wake()
+
+    def remove(self, tp: TP) -> None:
+        self.partitions.pop(tp, None)
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def run(self) -> None:
+        with self.scope:
+            peer: PeerConnection | None = None
+            while True:
+                if not self.partitions:
+                    await self._changed.wait()
+                    continue
+                endpoint = self.host.endpoint_of(self.leader_id)
+                if endpoint is None:
+                    await trio.sleep(self.backoff_s)
+                    continue
+                if peer is None or (peer.host, peer.port) != endpoint:
+                    if peer is not None:
+                        await peer.aclose()
+                    peer = PeerConnection(*endpoint, f"broker-{self.host.node_id}-fetcher-0",
+                                          self.timeout_s)
+                try:
+                    await self._round(peer)
+                except PeerError as e:
+                    logger.warning("broker %d: fetching from broker %d failed: %s",
+                                   self.host.node_id, self.leader_id, e)
+                    await trio.sleep(self.backoff_s)
+
+    def _ready(self) -> dict[TP, tuple[_Following, Partition]]:
+        now = trio.current_time()
+        ready = {}
+        for tp, following in list(self.partitions.items()):
+            partition = self.host.partition(*tp)
+            if partition is None or partition.leader_id != self.leader_id:
+                del self.partitions[tp]
+            elif following.retry_at <= now:
+                ready[tp] = (following, partition)
+        return ready
+
+    async def _round(self, peer: PeerConnection) -> None:
+        ready = self._ready()
+        if not ready:
+            with trio.move_on_after(self.backoff_s):
+                await self._changed.wait()
+            return
+        truncating = {tp: v for tp, v in ready.items() if v[0].truncating}
+        if truncating:
+            await self._truncate(peer, truncating)
+        else:
+            await self._fetch(peer, ready)
+
+    def _back_off(self, following: _Following) -> None:
+        following.retry_at = trio.current_time() + self.backoff_s
+
+    # --- truncation -----------------------------------------------------------------
+
+    async def _truncate(self, peer: PeerConnection,
+                        partitions: dict[TP, tuple[_Following, Partition]]) -> None:
+        asks: dict[str, list[Any]] = {}
+        for (topic, index), (following, partition) in partitions.items():
+            latest = partition.log.leader_epochs.latest_epoch
+            if latest == UNDEFINED_EPOCH:
+                # No epochs here (an empty log): nothing can diverge; the high watermark.
+                partition.log.truncate_to(partition.log.high_watermark)
+                following.truncating = False
+                continue
+            asks.setdefault(topic, []).append(_OfleTopic.OffsetForLeaderPartition(
+                partition=index, current_leader_epoch=partition.leader_epoch,
+                leader_epoch=latest))
+        if not asks:
+            return
+        request = OffsetForLeaderEpochRequest(replica_id=self.host.node_id, topics=[
+            _OfleTopic(topic=t, partitions=ps) for t, ps in asks.items()])
+        response = await peer.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        for topic in response.topics:
+            for p in topic.partitions:
+                entry = partitions.get((topic.topic, p.partition))
+                if entry is None:
+                    continue
+                following, partition = entry
+                if p.error_code != NONE:
+                    logger.info("broker %d: OffsetForLeaderEpoch %s-%d from broker %d: "
+                                "error %d", self.host.node_id, topic.topic, p.partition,
+                                self.leader_id, p.error_code)
+                    self._back_off(following)
+                    continue
+                self._apply_truncation(partition, following, p.leader_epoch, p.end_offset)
+
+    def _apply_truncation(self, partition: Partition, following: _Following, epoch: int,
+                          end_offset: int) -> None:
+        log = partition.log
+        cut = truncation_point(epoch, end_offset, log.leader_epochs, log.log_end_offset,
+                               log.high_watermark)
+        if cut.offset >= log.log_end_offset:
+            log.truncate_to(cut.offset)  # drops an epoch we started but never wrote in
+        else:
+            logger.info("broker %d: truncating %s-%d from %d to %d (leader %d says epoch %d "
+                        "ends at %d)", self.host.node_id, partition.topic, partition.index,
+                        log.log_end_offset, cut.offset, self.leader_id, epoch, end_offset)
+            log.truncate_to(cut.offset)
+        following.truncating = not cut.complete
+
+    # --- fetching ---------------------------------------------------------------------
+
+    async def _fetch(self, peer: PeerConnection,
+                     partitions: dict[TP, tuple[_Following, Partition]]) -> None:
+        topics: dict[str, list[Any]] = {}
+        for (topic, index), (_, partition) in partitions.items():
+            log = partition.log
+            topics.setdefault(topic, []).append(_FetchTopic.FetchPartition(
+                partition=index, current_leader_epoch=partition.leader_epoch,
+                fetch_offset=log.log_end_offset,
+                last_fetched_epoch=log.leader_epochs.latest_epoch,
+                log_start_offset=log.log_start_offset,
+                partition_max_bytes=self.partition_max_bytes))
+        request = FetchRequest(
+            replica_id=self.host.node_id, max_wait_ms=self.max_wait_ms,
+            min_bytes=self.min_bytes, max_bytes=self.max_bytes, isolation_level=0,
+            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            topics=[_FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+        response = await peer.request(request, FETCH_VERSION)
+        for topic in response.responses:
+            for data in topic.partitions:
+                entry = partitions.get((topic.topic, data.partition_index))
+                if entry is not None:
+                    self._process(entry[1], entry[0], data)
+
+    def _process(self, partition: Partition, following: _Following, data: Any) -> None:
+        if self.partitions.get((partition.topic, partition.index)) is not following:
+            return  # removed or re-added while the fetch was in flight
+        if partition.leader_id != self.leader_id:
+            return
+        if data.error_code == OFFSET_OUT_OF_RANGE:
+            following.truncating = True
+            self._back_off(following)
+            return
+        if data.error_code != NONE:
+            logger.info("broker %d: fetch of %s-%d from broker %d: error %d",
+                        self.host.node_id, partition.topic, partition.index, self.leader_id,
+                        data.error_code)
+            self._back_off(following)
+            return
+        diverging = getattr(data, "diverging_epoch", None)
+        if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            self._apply_truncation(partition, following, diverging.epoch,
+                                   diverging.end_offset)
+            return
+        records = whole_batches(bytes(data.records or b""))
+        try:
+            partition.append_as_follower(records, data.high_watermark)
+        except RecordBatchError as e:
+            logger.error("broker %d: cannot append %s-%d from broker %d: %s",
+                         self.host.node_id, partition.topic, partition.index, self.leader_id, e)
+            following.truncating = True
+            self._back_off(following)
+
+
+class ReplicaFetchers:
+    """One `ReplicaFetcher` per leading broker, in the broker's nursery."""
+
+    def __init__(self, host: ReplicationHost, nursery: trio.Nursery) -> None:
+        self.host = host
+        self.nursery = nursery
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def follow(self, partition: Partition) -> None:
+        """Start (again) fetching ``partition`` from its leader, truncating first."""
+        tp = (partition.topic, partition.index)
+        self.stop(tp)
+        leader = partition.leader_id
+        if leader < 0 or leader == self.host.node_id:
+            return
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self.host, leader)
+            self.nursery.start_soon(fetcher.run)
+        fetcher.add(tp)
+
+    def stop(self, tp: TP) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+
+
+class IsrUpdates:
+    """A leader's ISR changes, proposed to the controller with AlterPartition."""
+
+    def __init__(self, host: ReplicationHost, nursery: trio.Nursery,
+                 led_partitions: Callable[[], list[Partition]]) -> None:
+        self.host = host
+        self.nursery = nursery
+        self.led_partitions = led_partitions
+        self.max_lag_ms = host.config.replica_lag_time_max_ms
+
+    def maybe_expand(self, partition: Partition) -> None:
+        if partition.pending_isr is not None or not partition.is_leader:
+            return
+        added = partition.replicas_to_add()
+        if added:
+            self._propose(partition, sorted(set(partition.isr) | set(added),
+                                            key=partition.replicas.index))
+
+    async def shrink_forever(self) -> None:
+        """Every half ``replica.lag.time.max.ms``, drop followers that fell behind."""
+        while True:
+            await trio.sleep(self.max_lag_ms / 2000)
+            now = now_ms()
+            for partition in self.led_partitions():
+                if partition.pending_isr is not None:
+                    continue
+                lagging = partition.replicas_out_of_sync(now, self.max_lag_ms)
+                if lagging:
+                    logger.info("broker %d: shrinking the ISR of %s-%d: %s not caught up "
+                                "within %d ms", self.host.node_id, partition.topic,
+                                partition.index, lagging, self.max_lag_ms)
+                    self._propose(partition, [r for r in partition.isr if r not in lagging])
+
+    def _propose(self, partition: Partition, new_isr: list[int]) -> None:
+        partition.pending_isr = new_isr
+        self.nursery.start_soon(self._send, partition, new_isr, partition.leader_epoch)
+
+    async def _send(self, partition: Partition, new_isr: list[int], leader_epoch: int) -> None:
+        try:
+            answer = await self._request(partition, new_isr, leader_epoch)
+        finally:
+            if partition.pending_isr == new_isr:
+                partition.pending_isr = None
+        if answer is None or partition.leader_epoch != leader_epoch:
+            return
+        if answer.error_code != NONE:
+            logger.info("broker %d: AlterPartition %s-%d to %s refused: error %d",
+                        self.host.node_id, partition.topic, partition.index, new_isr,
+                        answer.error_code)
+            return
+        if answer.leader_epoch == partition.leader_epoch:
+            partition.isr = list(answer.isr)
+            partition.partition_epoch = answer.partition_epoch
+            logger.info("broker %d: ISR of %s-%d is now %s", self.host.node_id,
+                        partition.topic, partition.index, partition.isr)
+            partition.maybe_advance_high_watermark()
+            partition.on_data(partition)
+
+    async def _request(self, partition: Partition, new_isr: list[int], leader_epoch: int
+                       ) -> Any:
+        endpoint = self.host.endpoint_of(self.host.controller_id)
+        if endpoint is None:
+            return None
+        topic = _AlterTopic(topic_name=partition.topic, topic_id=partition.topic_id, partitions=[
+            _AlterTopic.PartitionData(
+                partition_index=partition.index, leader_epoch=leader_epoch, new_isr=new_isr,
+                new_isr_with_epochs=[_AlterTopic.PartitionData.BrokerState(
+                    broker_id=b, broker_epoch=-1) for b in new_isr],
+                leader_recovery_state=0, partition_epoch=partition.partition_epoch)])
+        response = await PeerConnection.once(
+            endpoint, f"broker-{self.host.node_id}-alter-partition",
+            self.host.config.request_timeout_ms / 1000, AlterPartitionRequest(
+                broker_id=self.host.node_id, broker_epoch=self.host.broker_epoch,
+                topics=[topic]), ALTER_PARTITION_VERSION,
+            f"AlterPartition for {partition.topic}-{partition.index}")
+        if response is None:
+            return None
+        if response.error_code != NONE:
+            return response
+        for topic in response.topics:
+            for p in topic.partitions:
+                if p.partition_index == partition.index:
+                    return p
+        return None
