@@ -115,9 +115,13 @@ class GroupCoordinator:
             return
         config = self.broker.config
         live = len(self.broker.store.brokers()) or 1
+        replication = min(config.offsets_topic_replication_factor, live)
+        if replication < config.offsets_topic_replication_factor:
+            logger.warning("creating %s with replication factor %d: only %d broker(s) are "
+                           "live (offsets.topic.replication.factor=%d)", OFFSETS_TOPIC,
+                           replication, live, config.offsets_topic_replication_factor)
         await self.broker.create_topic(
-            OFFSETS_TOPIC, config.offsets_topic_num_partitions,
-            min(config.offsets_topic_replication_factor, live),
+            OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
             configs={"cleanup.policy": "compact", "compression.type": "producer",
                      "segment.bytes": str(config.offsets_topic_segment_bytes)})
         logger.info("created %s with %d partitions", OFFSETS_TOPIC,

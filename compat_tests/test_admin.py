@@ -327,3 +327,24 @@ def test_confluent_admin(broker: Broker, topic_name: str) -> None:
         return topic_name not in admin.list_topics(timeout=10).topics
 
     wait_until(gone, what=f"{topic_name} to leave the metadata")
+
+
+def test_describe_producers(broker: Broker, make_topic: Callable[..., str],
+                            admin: KafkaAdminClient) -> None:
+    """DescribeProducers shows the idempotent producer that wrote a partition: its id,
+    epoch 0 and its last sequence (kafka-transactions.sh describe-producers reads this)."""
+    from kafka.structs import TopicPartition
+
+    from .clients import kafka_python_produce
+
+    topic = make_topic()
+    recs = [Rec(f"k{i}".encode(), f"v{i}".encode()) for i in range(7)]
+    # One batch per record, so the producer's last sequence is the last record's.
+    assert kafka_python_produce(broker.bootstrap, topic, recs, linger_ms=0,
+                                max_in_flight_requests_per_connection=1) == list(range(7))
+    result = admin.describe_producers([TopicPartition(topic, 0)])
+    [producer] = result[TopicPartition(topic, 0)].active_producers
+    assert producer.producer_id >= 0
+    assert producer.producer_epoch == 0
+    assert producer.last_sequence == 6
+    assert producer.current_transaction_start_offset == -1

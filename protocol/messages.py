@@ -46,6 +46,8 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
     ElectLeadersRequest,
@@ -181,6 +183,7 @@ _PAIRS: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
     (AlterPartitionRequest, AlterPartitionResponse),
     (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
+    (DescribeProducersRequest, DescribeProducersResponse),
     (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
 )
 

@@ -86,6 +86,7 @@ _TABLE = {
     ApiKey.AlterPartition: _V(0, 3),
     ApiKey.AllocateProducerIds: _V(0, 0),
     ApiKey.DescribeCluster: _V(0, 2),
+    ApiKey.DescribeProducers: _V(0, 0),
     ApiKey.DescribeTopicPartitions: _V(0, 0),
 }
 SUPPORTED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(

@@ -35,6 +35,7 @@ from josefk.server.handlers import (
     offsets,
     produce,
     producer_ids,
+    producers,
     records,
     topics,
 )
@@ -45,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 # Each module maps the api keys it serves to its handlers in HANDLERS.
 HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics,
-                   admin, configs, records, groups, offsets, controller_apis]
+                   admin, configs, records, groups, offsets, producers, controller_apis]
 # Served only in a cluster (zookeeper.connect set).
 CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
