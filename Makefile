@@ -10,7 +10,7 @@ DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log bench bench-quick clean \
-	zookeeper-jars kafka39-jars compat-cluster-kafka cluster
+	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests
 
 # The broker alone: what `make serve` needs.
 $(CORE): pyproject.toml
@@ -70,6 +70,11 @@ compat-kafka: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat
 ## The cluster tests alone against three Apache Kafka 3.9.1 brokers in ZooKeeper mode.
 compat-cluster-kafka: install zookeeper-jars kafka39-jars
 	$(REQUIRE) $(BIN)/pytest compat_tests/cluster --kafka $(PYTEST_ARGS)
+
+## kafka-python's own integration tests for ElectLeaders and partition reassignments
+## (from its PyPI sdist) against a three-broker josefk cluster.
+kafka-python-tests: install zookeeper-jars
+	tools/kafka_python_tests.sh
 
 lint: install
 	$(BIN)/ruff check .
