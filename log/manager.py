@@ -29,6 +29,8 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 DELETE_DIR_SUFFIX = "-delete"
+# A log being copied to another log dir; a crash mid-copy leaves the source intact.
+FUTURE_DIR_SUFFIX = "-future"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 logger = logging.getLogger(__name__)
@@ -80,7 +82,7 @@ class LogManager:
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
                 continue
-            if path.name.endswith(DELETE_DIR_SUFFIX):
+            if path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             tp = parse_partition_dir(path.name)
@@ -109,6 +111,35 @@ class LogManager:
 
     def dir_of(self, topic: str, partition: int) -> Path:
         return self._dir_of[(topic, partition)]
+
+    def move_log(self, topic: str, partition: int, target: Path) -> Log:
+        """Move a partition's log to another of the log dirs (AlterReplicaLogDirs):
+        flushed, closed, its directory moved (renamed, or copied across file systems
+        then renamed into place), reopened. The caller swaps in the returned Log."""
+        tp = (topic, partition)
+        log = self.logs[tp]
+        target = Path(target)
+        if self._dir_of[tp] == target:
+            return log
+        high_watermark, start = log.high_watermark, log.log_start_offset
+        log.flush()
+        log.close()
+        destination = target / partition_dir_name(topic, partition)
+        try:
+            log.directory.rename(destination)
+        except OSError:
+            staging = target / f"{destination.name}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            shutil.copytree(log.directory, staging)
+            staging.rename(destination)
+            shutil.rmtree(log.directory, ignore_errors=True)
+        moved = Log.open(destination, log.config, log_start_offset=start,
+                         recovery_point=log.log_end_offset, clean_shutdown=True)
+        moved.high_watermark = high_watermark
+        moved.producer_state.expiration_ms = log.producer_state.expiration_ms
+        self.logs[tp] = moved
+        self._dir_of[tp] = target
+        logger.info("moved %s-%d to %s", topic, partition, target)
+        return moved
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Rename the partition dir aside (as Kafka does) and remove it."""

@@ -75,6 +75,7 @@ _TABLE = {
     ApiKey.TxnOffsetCommit: _V(0, 5),
     ApiKey.DescribeConfigs: _V(1, 4),
     ApiKey.AlterConfigs: _V(0, 2),
+    ApiKey.AlterReplicaLogDirs: _V(1, 2),
     ApiKey.DescribeLogDirs: _V(1, 4),
     ApiKey.CreatePartitions: _V(0, 3),
     ApiKey.DeleteGroups: _V(0, 2),

@@ -1,6 +1,6 @@
 """Cluster and topic administration: DeleteTopics, CreatePartitions, DescribeCluster,
-DescribeTopicPartitions and DescribeLogDirs, answered as a Kafka 4.x broker (and its
-controller) would. There is no authorizer, so every operation is allowed and the
+DescribeTopicPartitions, DescribeLogDirs and AlterReplicaLogDirs, answered as a Kafka
+4.x broker (and its controller) would. There is no authorizer, so every operation is allowed and the
 "authorized operations" bit fields list everything Kafka supports for the resource.
 """
 
@@ -10,9 +10,11 @@ import logging
 import shutil
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import (
+    AlterReplicaLogDirsResponse,
     CreatePartitionsResponse,
     DeleteTopicsResponse,
     DescribeClusterResponse,
@@ -33,8 +35,10 @@ from josefk.protocol.error_codes import (
     INVALID_REQUEST,
     INVALID_TOPIC_EXCEPTION,
     KAFKA_STORAGE_ERROR,
+    LOG_DIR_NOT_FOUND,
     MISMATCHED_ENDPOINT_TYPE,
     NONE,
+    REPLICA_NOT_AVAILABLE,
     TOPIC_DELETION_DISABLED,
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -74,6 +78,8 @@ DtpCursor = DescribeTopicPartitionsResponse.Cursor
 LogDirResult = DescribeLogDirsResponse.DescribeLogDirsResult
 LogDirTopic = LogDirResult.DescribeLogDirsTopic
 LogDirPartition = LogDirTopic.DescribeLogDirsPartition
+ReplicaDirTopic = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
+ReplicaDirPartition = ReplicaDirTopic.AlterReplicaLogDirPartitionResult
 
 
 # --- DeleteTopics ------------------------------------------------------------------------
@@ -342,7 +348,43 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response
     return {"throttle_time_ms": 0, "error_code": NONE, "results": results}
 
 
+# --- AlterReplicaLogDirs -----------------------------------------------------------------
+
+
+async def handle_alter_replica_log_dirs(broker: Broker, request: Request) -> Response:
+    """AlterReplicaLogDirs v1-2: move replicas hosted here to another of the log dirs."""
+    dirs = {str(d.absolute()): d for d in broker.log_manager.log_dirs}
+    by_topic: dict[str, list[Any]] = {}
+    for wanted in request.body.dirs:
+        target = dirs.get(str(Path(wanted.path).absolute()))
+        for t in wanted.topics:
+            for index in t.partitions:
+                by_topic.setdefault(t.name, []).append(ReplicaDirPartition(
+                    partition_index=index,
+                    error_code=_move_replica(broker, t.name, index, target, wanted.path)))
+    return {"throttle_time_ms": 0, "results": [
+        ReplicaDirTopic(topic_name=name, partitions=parts) for name, parts in by_topic.items()]}
+
+
+def _move_replica(broker: Broker, topic: str, index: int, target: Path | None, path: str
+                  ) -> int:
+    if target is None:
+        logger.info("AlterReplicaLogDirs: %s is not one of log.dirs", path)
+        return LOG_DIR_NOT_FOUND
+    partition = broker.partition(topic, index)
+    if partition is None:
+        return REPLICA_NOT_AVAILABLE
+    try:
+        partition.log = broker.log_manager.move_log(topic, index, target)
+    except OSError as e:
+        logger.error("AlterReplicaLogDirs: moving %s-%d to %s failed: %s", topic, index,
+                     target, e)
+        return KAFKA_STORAGE_ERROR
+    return NONE
+
+
 HANDLERS = {
+    ApiKey.AlterReplicaLogDirs: handle_alter_replica_log_dirs,
     ApiKey.DeleteTopics: handle_delete_topics,
     ApiKey.CreatePartitions: handle_create_partitions,
     ApiKey.DescribeCluster: handle_describe_cluster,

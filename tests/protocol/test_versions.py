@@ -24,7 +24,7 @@ KAFKA_4_0 = {
     "DescribeConfigs": (1, 4), "AlterConfigs": (0, 2), "DescribeLogDirs": (1, 4),
     "CreatePartitions": (0, 3), "DeleteGroups": (0, 2), "IncrementalAlterConfigs": (0, 1),
     "OffsetDelete": (0, 0), "DescribeCluster": (0, 2), "DescribeTopicPartitions": (0, 0),
-    "DescribeProducers": (0, 0),
+    "DescribeProducers": (0, 0), "AlterReplicaLogDirs": (1, 2),
 }
 # Apache Kafka 3.9.1's ranges for the inter-broker apis of ZooKeeper mode.
 KAFKA_3_9_ZK = {
