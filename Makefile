@@ -97,6 +97,12 @@ bench: $(BENCH) kafka-jars
 bench-quick: $(BENCH) kafka-jars
 	$(BIN)/python -m bench.run --quick $(ARGS)
 
+## Replication: three josefk brokers vs three Apache Kafka 3.9.1 brokers on one ZooKeeper,
+## acks=all, RF 3, 3 alternating rounds of 1 GiB (~2-3 min); ARGS for options (--quick).
+.PHONY: bench-cluster
+bench-cluster: $(BENCH) zookeeper-jars kafka39-jars
+	$(BIN)/python -m bench.cluster $(ARGS)
+
 ## Storage engine throughput against a plain os.write loop (1 GiB).
 bench-log: install
 	$(BIN)/python bench/log_append.py
