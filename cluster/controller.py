@@ -546,6 +546,12 @@ class Controller:
             ctx.move_partition(tp, PartitionState.NEW)
         await self._elect(partitions, "offline")
 
+    async def on_topic_config_change(self, topic: str) -> None:
+        """A topic's configs changed: with unclean election now enabled, its offline
+        partitions may elect a leader (Kafka's TopicUncleanLeaderElectionEnable)."""
+        if topic in self.ctx.topic_ids and self.config.unclean_leader_election(topic):
+            await self._trigger_online_state_change(self.ctx.partitions_of(topic))
+
     async def on_partition_modification(self, topic: str) -> None:
         """The topic znode changed: CreatePartitions grew it (or a reassignment wrote it)."""
         ctx = self.ctx

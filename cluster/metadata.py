@@ -293,6 +293,11 @@ class MetadataStore(ABC):
     @abstractmethod
     def get_by_id(self, topic_id: uuid.UUID) -> Topic | None: ...
 
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        """A topic's config overrides (empty for an unknown topic)."""
+        topic = self.get(name)
+        return topic.configs if topic is not None else {}
+
     @abstractmethod
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]

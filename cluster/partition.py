@@ -150,13 +150,15 @@ class Partition:
         pending change adds (KIP-497)."""
         return set(self.isr) | set(self.pending_isr or ())
 
-    def replicas_to_add(self) -> list[int]:
-        """Followers out of the ISR that have caught up: at or past the high watermark
-        and the start of this leader's epoch (Kafka's ``isFollowerInSync``)."""
-        hw = self.log.high_watermark
-        return [r for r, st in sorted(self.followers.items())
-                if r not in self.maximal_isr and r in self.replicas
-                and st.log_end_offset >= max(hw, self.leader_epoch_start_offset)]
+    def may_join_isr(self, replica: int) -> bool:
+        """A follower out of the ISR that has caught up: at or past the high watermark and
+        the start of this leader's epoch (Kafka's ``isFollowerInSync``). Asked only for the
+        follower that just fetched: a dead one's last known offset must not bring it back."""
+        state = self.followers.get(replica)
+        return (state is not None and replica not in self.maximal_isr
+                and replica in self.replicas
+                and state.log_end_offset >= max(self.log.high_watermark,
+                                                self.leader_epoch_start_offset))
 
     def replicas_out_of_sync(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """ISR followers not caught up within ``replica.lag.time.max.ms``."""

@@ -13,11 +13,13 @@ DelayedCreatePartitions / DelayedDeleteTopics), or REQUEST_TIMED_OUT.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
+from typing import Any
 
 import trio
 
@@ -35,13 +37,41 @@ from josefk.cluster.metadata import (
     validate_topic_name,
 )
 from josefk.cluster.metadata_cache import MetadataCache
-from josefk.cluster.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper
+from josefk.cluster.zookeeper import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    ZkError,
+    ZooKeeper,
+)
 
 logger = logging.getLogger(__name__)
 
 
+RETRY_S = 1.0
+
+
 class RequestTimedOutError(ClusterError):
     error_code = 7  # REQUEST_TIMED_OUT
+
+
+class ZooKeeperUnavailableError(ClusterError):
+    """The change could not be written: no ZooKeeper connection (UNKNOWN_SERVER_ERROR)."""
+
+
+def _zk_failures(method: Callable[..., Awaitable[Topic]]) -> Callable[..., Awaitable[Topic]]:
+    """A ZooKeeper failure in a change is answered with an error code, not a dropped
+    connection."""
+
+    @functools.wraps(method)
+    async def wrapper(*args: Any, **kwargs: Any) -> Topic:
+        try:
+            return await method(*args, **kwargs)
+        except ZkError as e:
+            logger.warning("%s failed: ZooKeeper: %s", method.__name__, e)
+            raise ZooKeeperUnavailableError(f"ZooKeeper: {e}") from e
+
+    return wrapper
 
 
 class ZkMetadataStore(PlanningStore):
@@ -102,6 +132,11 @@ class ZkMetadataStore(PlanningStore):
 
     # --- configs ------------------------------------------------------------------------
 
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        # Known from /config/topics as soon as LeaderAndIsr names the topic, before the
+        # UpdateMetadata that lists it.
+        return self.configs.get(name, {})
+
     async def load_configs(self, topics: Iterable[str]) -> None:
         """Read ``/config/topics/<t>`` for topics whose configs are not known yet."""
         for topic in topics:
@@ -123,13 +158,18 @@ class ZkMetadataStore(PlanningStore):
         while True:
             try:
                 children = await self.zk.get_children(zn.CONFIG_CHANGES, changed.set)
+                for child in sorted(set(children) - self._seen_changes):
+                    if not first:
+                        await self._apply_change(child)
+                    self._seen_changes.add(child)
             except NoNodeError:
                 await self.zk.ensure_path(zn.CONFIG_CHANGES)
                 continue
-            for child in sorted(set(children) - self._seen_changes):
-                self._seen_changes.add(child)
-                if not first:
-                    await self._apply_change(child)
+            except ZkError as e:
+                # A lost connection or session: read the notifications again once back.
+                logger.warning("config change notifications: %s; retrying", e)
+                await trio.sleep(RETRY_S)
+                continue
             first = False
             await changed.wait()
             changed = trio.Event()
@@ -148,6 +188,7 @@ class ZkMetadataStore(PlanningStore):
 
     # --- changes ------------------------------------------------------------------------------
 
+    @_zk_failures
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]]
                            | None = None,
@@ -178,6 +219,7 @@ class ZkMetadataStore(PlanningStore):
                          f"creating topic {name}")
         return self.get(name) or topic
 
+    @_zk_failures
     async def delete_topic(self, name: str) -> Topic:
         topic = self.get(name)
         if await self.zk.exists(zn.topic_path(name)) is None or topic is None:
@@ -191,6 +233,7 @@ class ZkMetadataStore(PlanningStore):
         self.configs.pop(name, None)
         return topic
 
+    @_zk_failures
     async def create_partitions(self, name: str, new_total: int,
                                 assignment: Sequence[Sequence[int]] | None = None,
                                 validate_only: bool = False) -> Topic:
@@ -214,6 +257,7 @@ class ZkMetadataStore(PlanningStore):
                          f"adding partitions to {name}")
         return self.get(name) or grown
 
+    @_zk_failures
     async def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
                                   delete: Iterable[str] = (),
                                   validate_only: bool = False) -> Topic:
@@ -221,6 +265,8 @@ class ZkMetadataStore(PlanningStore):
         if not validate_only:
             await self._write_config(name, altered.configs, notify=True)
             self.configs[name] = dict(altered.configs)
+            # Our own notification is not read back: act on it here.
+            self.on_config_change(name)
         return altered
 
     async def _write_config(self, name: str, configs: Mapping[str, str], notify: bool) -> None:

@@ -97,8 +97,7 @@ class Broker:
     # --- topics and partitions ----------------------------------------------------
 
     def log_config_for(self, topic: str) -> LogConfig:
-        stored = self.store.get(topic)
-        return self.config.log_config(stored.configs if stored else {})
+        return self.config.log_config(self.store.topic_configs(topic))
 
     def partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -146,7 +145,7 @@ class Broker:
         """A follower fetched ``partition`` from ``fetch_offset`` (it has everything below)."""
         partition.record_follower_fetch(replica, fetch_offset, now_ms())
         if self.cluster is not None:
-            self.cluster.on_follower_fetch(partition)
+            self.cluster.on_follower_fetch(partition, replica)
 
     def on_leadership_change(self) -> None:
         """LeaderAndIsr or StopReplica changed what this broker leads."""

@@ -79,7 +79,7 @@ class ClusterNode:
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             wait_timeout_s=config.request_timeout_ms / 1000,
-            on_config_change=broker.reconfigure)
+            on_config_change=self._on_topic_config_change)
         self.membership: Membership | None = None
         self.controller_epoch = -1
         self.node_id = broker.node_id
@@ -136,6 +136,13 @@ class ClusterNode:
             return self.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
 
+    def _on_topic_config_change(self, topic: str) -> None:
+        self.broker.reconfigure(topic)
+        controller = self.controller
+        if controller is not None:
+            # Kafka's TopicUncleanLeaderElectionEnable: offline partitions may now elect.
+            controller.put(lambda: controller.on_topic_config_change(topic))
+
     def _led_partitions(self) -> list[Partition]:
         return [p for p in self.broker.partitions.values() if p.is_leader]
 
@@ -156,9 +163,9 @@ class ClusterNode:
     def controller_id(self) -> int:
         return self.cache.controller_id
 
-    def on_follower_fetch(self, partition: Partition) -> None:
+    def on_follower_fetch(self, partition: Partition, replica: int) -> None:
         if self.isr_updates is not None:
-            self.isr_updates.maybe_expand(partition)
+            self.isr_updates.maybe_expand(partition, replica)
 
     @property
     def controller(self) -> Controller | None:
@@ -245,7 +252,9 @@ class ClusterNode:
         stale = self._stale(request.controller_epoch, request.broker_epoch, "UpdateMetadata")
         if stale is not None:
             return ControllerResponse(stale)
-        self.cache.update(request)
+        for topic in {t for t, _ in self.cache.update(request)}:
+            if topic not in self.cache.topic_ids:
+                self.store.configs.pop(topic, None)  # deleted: a new one may differ
         await self.store.load_configs(self.cache.topics())
         return ControllerResponse(NONE)
 

@@ -293,12 +293,12 @@ class IsrUpdates:
         self.led_partitions = led_partitions
         self.max_lag_ms = host.config.replica_lag_time_max_ms
 
-    def maybe_expand(self, partition: Partition) -> None:
+    def maybe_expand(self, partition: Partition, replica: int) -> None:
+        """``replica`` just fetched: propose it for the ISR if it has caught up."""
         if partition.pending_isr is not None or not partition.is_leader:
             return
-        added = partition.replicas_to_add()
-        if added:
-            self._propose(partition, sorted(set(partition.isr) | set(added),
+        if partition.may_join_isr(replica):
+            self._propose(partition, sorted({*partition.isr, replica},
                                             key=partition.replicas.index))
 
     async def shrink_forever(self) -> None:

@@ -339,6 +339,20 @@ class ClusterBroker(Broker):
             path = f"/brokers/ids/{self.broker_id}"
             wait_until(lambda: self.zk.exists(path), remaining, f"{path} ({self!r})")
 
+    def start_after_crash(self) -> None:
+        """:meth:`start` once ZooKeeper dropped the registration of a killed process.
+
+        /brokers/ids/<id> stays until the dead process's session expires; until then
+        Kafka and josefk alike refuse to start ("broker.id ... is in use").
+        """
+        if self.zk is not None:
+            path = f"/brokers/ids/{self.broker_id}"
+            session = int(self.config["zookeeper.session.timeout.ms"]) / 1000
+            # Sessions expire on ZooKeeper's tick boundaries (2 s): a margin on top.
+            wait_until(lambda: not self.zk.exists(path), session + 10,
+                       f"{path} of the killed {self!r} to go")
+        self.start()
+
     def kill(self) -> None:
         """SIGKILL: a crash."""
         self.resume()
@@ -540,7 +554,7 @@ class Cluster:
         for b in down:
             b.stop()
         with ThreadPoolExecutor(max(1, len(down))) as pool:
-            for future in [pool.submit(b.start) for b in down]:
+            for future in [pool.submit(b.start_after_crash) for b in down]:
                 future.result()
         ids = set(self.brokers)
         wait_until(lambda: ids <= set(map(int, self.zk.get_children("/brokers/ids"))),
