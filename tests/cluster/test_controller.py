@@ -426,6 +426,29 @@ async def test_preferred_leader_election(c: Cluster) -> None:
     await c.settle()
 
 
+async def test_auto_leader_rebalance(c: Cluster) -> None:
+    """leader.imbalance.per.broker.percentage (10): a broker that is the preferred leader
+    of partitions it does not lead, and is back in their ISR, gets them back."""
+    await c.settle()
+    await c.kill(1)
+    await c.settle()
+    await c.create_topic("b", {0: (1, 2), 1: (1, 3), 2: (2, 1)})
+    for p in range(3):
+        await c.wait_state("b", p, lambda s: True)
+    await c.register(1)
+    await wait_for(lambda: c.channel.of(LeaderAndIsr, 1))
+    await c.settle()
+    for p, (leader, isr) in {0: (2, (2, 1)), 1: (3, (3, 1))}.items():
+        error, _ = await c.call(lambda p=p, leader=leader, isr=isr: c.controller.alter_partition(
+            leader, c.epochs[leader], ("b", p), 0, isr, 0, 0))
+        assert error == NONE
+    await c.call(c.controller.auto_rebalance)
+    assert (await c.state("b", 0)).leader == 1
+    assert (await c.state("b", 1)).leader == 1
+    assert (await c.state("b", 2)).leader == 2  # already led by its preferred replica
+    await c.settle()
+
+
 async def test_fenced_write_raises_controller_moved(c: Cluster) -> None:
     await with_topic(c)
     # Another controller took over: /controller_epoch moved on.
