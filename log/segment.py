@@ -132,6 +132,10 @@ class LogSegment:
         start = self.size
         if start == 0:
             self._rolling_timestamp = batches[0][1].max_timestamp
+        elif self._max_timestamp is None:
+            # Learn the tail's max timestamp before the new batches are in the file: a scan
+            # after the write would see them all at once and index too few timestamps.
+            self.max_timestamp_so_far()
         size = data_size(data)
         if isinstance(data, list):
             written = os.pwritev(self.fd, data, start)

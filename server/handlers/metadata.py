@@ -33,8 +33,9 @@ async def handle(broker: Broker, request: Request) -> Response:
     version = request.api_version
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
     if body.topics is None:
-        topics = [_describe(broker, t) for t in sorted(broker.store.topics(),
-                                                         key=lambda t: t.name)]
+        live = {b.node_id for b in broker.live_brokers()}
+        topics = [_describe(broker, t, live) for t in sorted(broker.store.topics(),
+                                                               key=lambda t: t.name)]
     else:
         topics = [await _requested(broker, t.name, getattr(t, "topic_id", None), allow_create)
                   for t in body.topics]
@@ -67,12 +68,16 @@ async def _requested(broker: Broker, name: str | None, topic_id: uuid.UUID | Non
         return _error(e.error_code, name)
 
 
-def _describe(broker: Broker, topic: Topic) -> Any:
+def _describe(broker: Broker, topic: Topic, live: set[int] | None = None) -> Any:
+    live = live if live is not None else {b.node_id for b in broker.live_brokers()}
     partitions = []
     for index, replicas in sorted(topic.partitions.items()):
         view = broker.partition_view(topic.name, index)
-        leader = view.leader if view else -1
-        # As Kafka: a partition without a live leader is LEADER_NOT_AVAILABLE.
+        # As Kafka's metadata cache: a leader that is not a live broker (it just died and
+        # the controller has not moved its partitions yet) is reported as none, with
+        # LEADER_NOT_AVAILABLE, so clients wait instead of looking for a broker they
+        # were not told about.
+        leader = view.leader if view and view.leader in live else -1
         partitions.append(PartitionResp(
             error_code=0 if view and leader >= 0 else LEADER_NOT_AVAILABLE,
             partition_index=index, leader_id=leader,
