@@ -10,6 +10,7 @@ from typing import Any
 import trio
 
 from josefk.cluster.group_coordinator import GroupCoordinator
+from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
 from josefk.cluster.partition import Partition, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
@@ -146,6 +147,24 @@ class Broker:
         partition.record_follower_fetch(replica, fetch_offset, now_ms())
         if self.cluster is not None:
             self.cluster.on_follower_fetch(partition, replica)
+
+    async def group_write_replicated(self, group_id: str) -> bool:
+        """Wait until what the group coordinator last wrote for ``group_id`` is replicated
+        to the ISR (``offsets.commit.timeout.ms``), as Kafka's coordinator does before it
+        answers; False if the partition moved away or the time ran out."""
+        index = self.group_coordinator.partition_for(group_id)
+        partition = self.partition(OFFSETS_TOPIC, index)
+        if partition is None or not partition.is_leader:
+            return False
+        target = partition.log.log_end_offset
+        deadline = trio.current_time() + self.config.values["offsets.commit.timeout.ms"] / 1000
+        while partition.high_watermark < target:
+            remaining = deadline - trio.current_time()
+            if (remaining <= 0 or self.partition(OFFSETS_TOPIC, index) is not partition
+                    or not partition.is_leader):
+                return False
+            await self.purgatory.wait_any([(OFFSETS_TOPIC, index)], remaining)
+        return True
 
     def on_leadership_change(self) -> None:
         """LeaderAndIsr or StopReplica changed what this broker leads."""

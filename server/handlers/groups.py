@@ -106,7 +106,10 @@ async def handle_sync_group(broker: Broker, request: Request) -> Response:
         protocol_type=protocol_type, protocol_name=protocol_name,
         assignments=tuple((a.member_id, bytes(a.assignment)) for a in body.assignments))
     r = await broker.group_coordinator.sync(req)
-    return {"throttle_time_ms": 0, "error_code": r.error, "protocol_type": r.protocol_type,
+    error = r.error
+    if error == Error.NONE and not await broker.group_write_replicated(body.group_id):
+        error = Error.COORDINATOR_NOT_AVAILABLE
+    return {"throttle_time_ms": 0, "error_code": error, "protocol_type": r.protocol_type,
             "protocol_name": r.protocol_name, "assignment": r.assignment}
 
 

@@ -69,11 +69,17 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Response:
                 by_index[p].committed_leader_epoch if version >= 6 else -1,
                 by_index[p].committed_metadata) for p in known]))
     if valid:
-        errors.update(broker.group_coordinator.commit_offsets(
+        committed = broker.group_coordinator.commit_offsets(
             body.group_id, body.member_id,
             body.group_instance_id if version >= 7 else None,
             body.generation_id_or_member_epoch,
-            body.retention_time_ms if 2 <= version <= 4 else -1, valid, version))
+            body.retention_time_ms if 2 <= version <= 4 else -1, valid, version)
+        if (any(e == Error.NONE for e in committed.values())
+                and not await broker.group_write_replicated(body.group_id)):
+            # Not replicated in time: Kafka answers REQUEST_TIMED_OUT this way.
+            committed = {k: Error.COORDINATOR_NOT_AVAILABLE if e == Error.NONE else e
+                         for k, e in committed.items()}
+        errors.update(committed)
     return {"throttle_time_ms": 0, "topics": [
         CommitTopic(name=name, partitions=[
             CommitPartition(partition_index=p, error_code=errors[(name, p)]) for p in partitions])
