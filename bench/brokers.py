@@ -256,11 +256,11 @@ class BrokerProcess:
 
     def rss_mib(self) -> float:
         """Resident set of the broker process and its descendants, MiB."""
-        return sum(_status_kib(pid, "VmRSS") for pid in _process_tree(self.pid)) / 1024
+        return sum(status_kib(pid, "VmRSS") for pid in process_tree(self.pid)) / 1024
 
     def peak_rss_mib(self) -> float:
         """High-water mark of the broker process's resident set (VmHWM), MiB."""
-        return _status_kib(self.pid, "VmHWM") / 1024
+        return status_kib(self.pid, "VmHWM") / 1024
 
 
 def _previous_controller_port(data_dir: Path) -> int | None:
@@ -273,7 +273,8 @@ def _previous_controller_port(data_dir: Path) -> int | None:
     return None
 
 
-def _status_kib(pid: int, field: str) -> int:
+def status_kib(pid: int, field: str) -> int:
+    """A ``/proc/<pid>/status`` field in KiB (0 if the process is gone)."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -284,7 +285,8 @@ def _status_kib(pid: int, field: str) -> int:
     return 0
 
 
-def _process_tree(root: int) -> list[int]:
+def process_tree(root: int) -> list[int]:
+    """``root`` and its live descendants (from ``/proc``)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

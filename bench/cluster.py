@@ -82,21 +82,13 @@ from bench.cluster_workload import (
     warm_up,
 )
 from bench.cluster_workload import check as check_offsets
+from bench.report import cell, fmt
+from bench.run import Progress
 
 RESULTS = REPO / "bench" / "results"
 LABEL = {"josefk": "josefk", "kafka": "Apache Kafka"}
 START_TIMEOUT = 150.0
 PROFILE_BELOW = 0.8
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.began = time.monotonic()
-        self.prefix = ""
-
-    def __call__(self, message: str) -> None:
-        elapsed = int(time.monotonic() - self.began)
-        print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {self.prefix}{message}", flush=True)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -245,9 +237,9 @@ class ClusterBench:
                         f"equal size {chk['replicas_identical']}: {chk['replica_bytes']}")
                 self.notes.append(note)
                 self.log(f"!! {note}")
-            self.log(f"{_fmt(out['mib_s'])} MiB/s, {records} records in {seconds:.1f}s; "
+            self.log(f"{fmt(out['mib_s'])} MiB/s, {records} records in {seconds:.1f}s; "
                      f"broker CPU {out['broker_cpu_total_s']}s ({cpu}) = "
-                     f"{_fmt(out['cpu_s_per_gib'])} s/GiB; check "
+                     f"{fmt(out['cpu_s_per_gib'])} s/GiB; check "
                      f"{'ok' if out['check']['ok'] else 'MISMATCH'}, "
                      f"replicas identical {out['check']['replicas_identical']}, "
                      f"ISR at end {out['check']['isr_at_end']}")
@@ -449,31 +441,6 @@ def aggregate(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return summary
 
 
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) >= 100:
-        return f"{value:.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
-def _cell(entry: dict[str, Any] | None) -> str:
-    if not entry:
-        return "not run"
-    if entry["median"] is None:
-        return f"**failed** ({entry['failed']}/{entry['runs']})"
-    text = f"**{_fmt(entry['median'])}**"
-    if len(entry["values"]) > 1:
-        text += f" ({_fmt(min(entry['values']))}–{_fmt(max(entry['values']))})"
-    if entry["failed"]:
-        text += f", failed {entry['failed']}/{entry['runs']}"
-    return text
-
-
 def markdown(result: dict[str, Any]) -> str:
     summary = result.get("summary") or aggregate(result["rounds"])
     cfg = result["config"]
@@ -497,8 +464,8 @@ def markdown(result: dict[str, Any]) -> str:
     for key, (title, unit, better) in MEASURES.items():
         entry = summary.get(key, {})
         ratio = entry.get("ratio")
-        lines.append(f"| {title} | {unit} | {_cell(entry.get('josefk'))} | "
-                     f"{_cell(entry.get('kafka'))} | "
+        lines.append(f"| {title} | {unit} | {cell(entry.get('josefk'))} | "
+                     f"{cell(entry.get('kafka'))} | "
                      f"{'–' if ratio is None else f'{ratio:.2f}'} | {better} |")
     checks = summary.get("checks", {})
     lines.append(f"| check: high watermarks = records acked, replicas equal on disk | "
@@ -523,15 +490,15 @@ def markdown(result: dict[str, Any]) -> str:
             chk = o.get("check", {})
             rss = o.get("rss_mib", {})
             lines.append(
-                f"| {i} | {LABEL[kind]} | {_fmt(o['mib_s'])} | {o['seconds']:.1f} | "
+                f"| {i} | {LABEL[kind]} | {fmt(o['mib_s'])} | {o['seconds']:.1f} | "
                 f"{o['records']:,}{' (capped)' if o.get('capped') else ''} | "
-                f"{' / '.join(_fmt(cpu.get(b)) for b in sorted(cpu))} | "
-                f"{_fmt(o['cpu_s_per_gib'])} | {_fmt(o.get('zookeeper_cpu_s'))} | "
+                f"{' / '.join(fmt(cpu.get(b)) for b in sorted(cpu))} | "
+                f"{fmt(o['cpu_s_per_gib'])} | {fmt(o.get('zookeeper_cpu_s'))} | "
                 f"{chk.get('end_offsets_sum', 0):,} of {chk.get('expected', 0):,}"
                 f"{'' if chk.get('hw_ok') else ' **MISMATCH**'} | "
                 f"{chk.get('replicas_identical', '?')} | {chk.get('isr_at_end', '?')} | "
-                f"{_fmt(o.get('warmup', {}).get('mib_s'))} | {o.get('start_s')} | "
-                f"{' / '.join(_fmt(rss.get(b)) for b in sorted(rss))} |")
+                f"{fmt(o.get('warmup', {}).get('mib_s'))} | {o.get('start_s')} | "
+                f"{' / '.join(fmt(rss.get(b)) for b in sorted(rss))} |")
     lines += ["", "## Setup", ""]
     lines += [
         "- One ZooKeeper 3.8 server (tools/zookeeper/start.sh) for the run; each round a "
@@ -610,7 +577,7 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"An extra josefk round, not counted above, with py-spy attached to broker "
                 f"{target} (leader of {led} of the 6 partitions, follower of the others): "
-                f"{_fmt(extra['mib_s'])} MiB/s, broker CPU {extra['broker_cpu_s']} s.")
+                f"{fmt(extra['mib_s'])} MiB/s, broker CPU {extra['broker_cpu_s']} s.")
             lines.append("")
         lines += report._profile_markdown("profile", prof)[2:]
     lines.append("")

@@ -27,7 +27,16 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.brokers import QUIET_CLIENT, REPO, BrokerError, BrokerProcess, free_port, port_open
+from bench.brokers import (
+    QUIET_CLIENT,
+    REPO,
+    BrokerError,
+    BrokerProcess,
+    free_port,
+    port_open,
+    process_tree,
+    status_kib,
+)
 
 ZOOKEEPER_START = REPO / "tools" / "zookeeper" / "start.sh"
 KAFKA39_START = REPO / "tools" / "kafka39" / "start-zk-broker.sh"
@@ -93,30 +102,6 @@ class _Process(BrokerProcess):
 # --- CPU time and memory from /proc -------------------------------------------------------------
 
 
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def process_tree(root: int) -> list[int]:
-    children = _children()
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
 def cpu_seconds(pid: int) -> float:
     """user + sys CPU seconds of ``pid`` and its live descendants (all their threads)."""
     total = 0
@@ -130,13 +115,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def rss_mib(pid: int) -> float:
-    total = 0
-    for p in process_tree(pid):
-        with contextlib.suppress(OSError, ValueError), open(f"/proc/{p}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total / 1024
+    return sum(status_kib(p, "VmRSS") for p in process_tree(pid)) / 1024
 
 
 # --- ZooKeeper ----------------------------------------------------------------------------------

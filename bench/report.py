@@ -138,7 +138,7 @@ def _rounds(n: int) -> str:
     return f"{n} round" + ("" if n == 1 else "s")
 
 
-def _fmt(value: float | None) -> str:
+def fmt(value: float | None) -> str:
     if value is None:
         return "–"
     if abs(value) >= 1000:
@@ -150,14 +150,14 @@ def _fmt(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-def _cell(entry: dict[str, Any] | None) -> str:
+def cell(entry: dict[str, Any] | None) -> str:
     if not entry:
         return "not run"
     if entry["median"] is None:
         return f"**failed** ({entry['failed']}/{entry['runs']})"
-    text = f"**{_fmt(entry['median'])}**"
+    text = f"**{fmt(entry['median'])}**"
     if len(entry["values"]) > 1:
-        text += f" ({_fmt(min(entry['values']))}–{_fmt(max(entry['values']))})"
+        text += f" ({fmt(min(entry['values']))}–{fmt(max(entry['values']))})"
     if entry["failed"]:
         text += f", failed {entry['failed']}/{entry['runs']}"
     return text
@@ -185,7 +185,7 @@ def markdown(result: dict[str, Any]) -> str:
         ratio = entry.get("ratio")
         lines.append(
             f"| {meas.workload} | {meas.title} | {meas.client} | {meas.unit} | "
-            f"{_cell(entry.get('josefk'))} | {_cell(entry.get('kafka'))} | "
+            f"{cell(entry.get('josefk'))} | {cell(entry.get('kafka'))} | "
             f"{'–' if ratio is None else f'{ratio:.2f}'} | "
             f"{meas.better} |")
     lines += ["", "## Machine", ""]
@@ -329,7 +329,7 @@ def _grouped(ax: Any, summary: dict[str, Any], keys: list[str], labels: list[str
         bars = ax.bar([i + offset for i in range(len(keys))], vals, width, label=LABEL[kind],
                       color=color)
         for bar, v in zip(bars, vals, strict=True):
-            ax.text(bar.get_x() + bar.get_width() / 2, v, _fmt(v) if v else "failed",
+            ax.text(bar.get_x() + bar.get_width() / 2, v, fmt(v) if v else "failed",
                     ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(keys)), labels, rotation=30, ha="right", fontsize=8)
     ax.legend(fontsize=8)
