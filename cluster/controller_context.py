@@ -195,11 +195,11 @@ class RequestBatch:
              | None = None) -> None:
         """Send everything gathered: LeaderAndIsr, then UpdateMetadata, then StopReplica."""
         ctx = self.context
-        leaders = {li.leader for li in ctx.leader_isr.values()}
         for broker_id, infos in self._leader_and_isr.items():
             registration = ctx.brokers[broker_id]
-            live_leaders = tuple(ctx.brokers[b] for b in sorted(leaders)
-                                 if b in ctx.brokers and any(i.leader == b for i in infos.values()))
+            # The live brokers that lead a partition of this request.
+            live_leaders = tuple(ctx.brokers[b] for b in sorted({i.leader for i in infos.values()})
+                                 if b in ctx.brokers)
             topics = {tp[0] for tp in infos}
             self.channel.send(broker_id, LeaderAndIsr(
                 ctx.controller_id, ctx.epoch, registration.epoch, tuple(infos.values()),

@@ -244,5 +244,6 @@ class Membership:
             data, stat = await self.zk.get(zn.CONTROLLER)
             if zn.decode_controller(data) == self.broker_id:
                 await self.zk.delete(zn.CONTROLLER, stat.version)
-        except ZkError:
-            pass
+        except ZkError as e:
+            # Best effort: the session's end removes the ephemeral znode anyway.
+            logger.info("broker %d: could not delete its /controller: %s", self.broker_id, e)

@@ -8,7 +8,7 @@ new checkpoint, ``failOnDataLoss=true``: the query fails rather than skip
 records that are gone) and writes each record's key and value, as they are,
 to ``--sink`` with Spark's Kafka sink. Headers, timestamps and partitions are
 not copied: the sink's producer picks the partition from the key (its default
-partitioner). One micro-batch per ``--trigger-seconds`` (default 1), until
+partitioner). One micro-batch per ``--interval`` (default 2 seconds), until
 interrupted; ``--available-now`` copies what is there now and exits.
 
 Give every broker of a cluster in ``--bootstrap`` (comma-separated) and the
@@ -26,7 +26,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .common import apply_trigger, base_parser, build_session, read_stream, run_until_done
+from .common import (
+    add_trigger_options,
+    apply_trigger,
+    base_parser,
+    build_session,
+    read_stream,
+    run_until_done,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,7 +48,7 @@ def start(
     checkpoint: str,
     *,
     available_now: bool = False,
-    trigger_seconds: float = 1.0,
+    interval: str = "2 seconds",
 ) -> StreamingQuery:
     """Start copying ``source`` to ``sink``; returns the query running."""
     records = read_stream(
@@ -56,7 +63,6 @@ def start(
         .outputMode("append")
         .queryName(f"copy_{source}_to_{sink}".replace("-", "_").replace(".", "_"))
     )
-    interval = f"{int(trigger_seconds * 1000)} milliseconds"
     return apply_trigger(writer, available_now, interval).start()
 
 
@@ -65,29 +71,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", required=True, help="topic to copy")
     parser.add_argument("--sink", required=True, help="topic the records are written to")
     parser.add_argument("--checkpoint", required=True, help="checkpoint directory")
-    parser.add_argument(
-        "--trigger-seconds",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="processing-time trigger: one micro-batch every SECONDS (default: 1)",
-    )
-    parser.add_argument(
-        "--available-now",
-        action="store_true",
-        help="copy the records there now, in as many micro-batches as needed, then exit "
-        "(default: keep running until interrupted)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="stop the query after this long (default: no limit)",
-    )
+    add_trigger_options(parser)
     args = parser.parse_args(argv)
-    if args.trigger_seconds <= 0:
-        parser.error("--trigger-seconds must be positive")
     spark = build_session("josefk-copy-topic", args.master)
     query = start(
         spark,
@@ -96,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         args.sink,
         args.checkpoint,
         available_now=args.available_now,
-        trigger_seconds=args.trigger_seconds,
+        interval=args.interval,
     )
     run_until_done(query, args.timeout)
     spark.stop()

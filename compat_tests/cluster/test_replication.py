@@ -25,6 +25,7 @@ import subprocess
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -173,7 +174,7 @@ def batch_producer_ids(cluster: Cluster, topic: str) -> set[int]:
 # --- producers streaming in the background ---------------------------------------
 
 
-class Stream(threading.Thread):
+class Stream(threading.Thread, ABC):
     """Produces "<name>-<index>" values to partition 0 of ``topic``, paced, until stopped.
 
     ``acked`` holds the indexes the client reported written (in report order);
@@ -234,14 +235,17 @@ class Stream(threading.Thread):
     def progress(self) -> int:
         return len(self.acked)
 
+    @abstractmethod
     def open(self) -> None:
-        raise NotImplementedError
+        """Create the producer."""
 
+    @abstractmethod
     def send(self, i: int) -> None:
-        raise NotImplementedError
+        """Send value ``i``; its callbacks fill ``acked`` / ``failed``."""
 
+    @abstractmethod
     def finish(self) -> None:
-        raise NotImplementedError
+        """Flush and close: every sent value acked or failed."""
 
     def check_log(self, log: list[Got]) -> None:
         """Every acked value once, in send order; nothing twice; nothing never sent."""

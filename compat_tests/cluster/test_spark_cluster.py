@@ -29,8 +29,8 @@ list among its brokers, kafka-python 3.0's producer thread fails on every turn
 and its metadata is not refreshed before metadata.max.age.ms (5 minutes); the
 chunk then fails with the producer's view of the cluster.
 
-The job runs as its own process, as a user would run it (``--trigger-seconds
-1``); its output is ``<tmp_path>/copy_topic.log``. Needs pyspark and the
+The job runs as its own process, as a user would run it (``--interval "1
+seconds"``); its output is ``<tmp_path>/copy_topic.log``. Needs pyspark and the
 connector jars (tools/spark/fetch.sh); skips without them unless
 JOSEFK_REQUIRE_SPARK=1. ``-m spark`` selects it with the other Spark tests.
 """
@@ -102,7 +102,7 @@ class Job:
             sys.executable, "-m", "spark_examples.copy_topic",
             "--bootstrap", bootstrap, "--source", source, "--sink", sink,
             "--checkpoint", str(home / "checkpoint"),
-            "--trigger-seconds", str(TRIGGER_SECONDS),
+            "--interval", f"{TRIGGER_SECONDS} seconds",
         ]
         # Spark's scratch directories stay in the test's directory.
         self.env = {**os.environ, "PYTHONPATH": str(REPO),
