@@ -10,7 +10,7 @@ DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log bench bench-quick clean \
-	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests
+	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests chaos
 
 # The broker alone: what `make serve` needs.
 $(CORE): pyproject.toml
@@ -109,3 +109,16 @@ bench-log: install
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .hypothesis
+
+DURATION ?= 300
+SEED ?=
+FAULTS ?= kill,kill-controller,kill-leader,pause,partition
+TARGET ?= josefk
+
+## Jepsen-style fault injection: ZooKeeper and three brokers (josefk, or TARGET=kafka for
+## Apache Kafka 3.9.1) in network namespaces, idempotent producers and consumers, a nemesis
+## (FAULTS) for DURATION seconds, then the checker; history, report and timeline.png in
+## chaos-runs/. The last line counts lost/duplicated/reordered/inconsistent writes.
+chaos: install zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
+	$(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
+	  --faults $(FAULTS) $(if $(SEED),--seed $(SEED))

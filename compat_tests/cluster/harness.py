@@ -216,12 +216,18 @@ class ZooKeeperServer(Broker):
     can open a session.
     """
 
-    def __init__(self, data_dir: Path, log_path: Path) -> None:
-        self.port = free_port()
+    def __init__(
+        self, data_dir: Path, log_path: Path, host: str = "127.0.0.1", port: int | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
+        """``wrap`` turns the command into the one to run (say, in a network namespace)."""
+        self.host = host
+        self.port = port or free_port()
+        command = [str(ZOOKEEPER_START), str(self.port), str(data_dir), host]
         super().__init__(
             kind="zookeeper",
-            bootstrap=f"127.0.0.1:{self.port}",
-            command=[str(ZOOKEEPER_START), str(self.port), str(data_dir)],
+            bootstrap=f"{host}:{self.port}",
+            command=wrap(command) if wrap else command,
             data_dir=data_dir,
             log_path=log_path,
             start_timeout=ZOOKEEPER_START_TIMEOUT,
@@ -237,7 +243,7 @@ class ZooKeeperServer(Broker):
         while self.proc.poll() is None:
             # A session, once the port accepts connections (kazoo would log each refusal).
             with contextlib.suppress(OSError, KazooTimeoutError):
-                socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
+                socket.create_connection((self.host, self.port), timeout=1.0).close()
                 zk_client(self.connect, timeout=2.0).stop()
                 return
             if time.monotonic() > deadline:
@@ -253,12 +259,13 @@ class ZooKeeperServer(Broker):
 
 
 def broker_config(
-    broker_id: int, port: int, data_dir: Path, zk_connect: str, extra: dict[str, str] | None
+    broker_id: int, port: int, data_dir: Path, zk_connect: str, extra: dict[str, str] | None,
+    host: str = "127.0.0.1",
 ) -> dict[str, str]:
     """The Kafka configuration keys every cluster broker gets, josefk or Kafka alike."""
     config = {
         "broker.id": str(broker_id),
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"PLAINTEXT://{host}:{port}",
         "log.dirs": str(data_dir),
         "zookeeper.connect": zk_connect,
         "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
@@ -299,18 +306,23 @@ class ClusterBroker(Broker):
         zk: KazooClient | None,
         start_timeout: float,
         extra: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
+        """``wrap`` turns the command into the one to run (say, in a network namespace)."""
         home.mkdir(parents=True, exist_ok=True)
         self.broker_id = broker_id
-        self.port = free_port()
+        self.port = port or free_port()
         self.zk = zk
-        self.config = broker_config(broker_id, self.port, home / "data", zk_connect, extra)
+        self.config = broker_config(broker_id, self.port, home / "data", zk_connect, extra, host)
         properties = home / "server.properties"
         properties.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
+        command = broker_command(kind, properties, self.config)
         super().__init__(
             kind=kind,
-            bootstrap=f"127.0.0.1:{self.port}",
-            command=broker_command(kind, properties, self.config),
+            bootstrap=f"{host}:{self.port}",
+            command=wrap(command) if wrap else command,
             data_dir=home / "data",
             log_path=home / "broker.log",
             start_timeout=start_timeout,
@@ -411,8 +423,11 @@ class Cluster:
         kinds: dict[int, str],
         start_timeout: float,
         config: dict[str, str] | None = None,
+        placement: Callable[[int], dict[str, Any]] | None = None,
     ) -> None:
-        """``config``: Kafka keys every broker of this cluster gets on top of the defaults."""
+        """``config``: Kafka keys every broker of this cluster gets on top of the defaults;
+        ``placement``: broker id -> :class:`ClusterBroker`'s host, port and wrap."""
+        self.placement = placement or (lambda broker_id: {})
         self.zookeeper = zookeeper
         self.home = home
         self.config = dict(config or {})
@@ -435,7 +450,7 @@ class Cluster:
         return ClusterBroker(
             kind, broker_id, self.home / (name or f"broker-{broker_id}"),
             zk_connect or self.zk_connect, self.zk if zk_connect is None else None,
-            self.start_timeout, {**self.config, **(extra or {})},
+            self.start_timeout, {**self.config, **(extra or {})}, **self.placement(broker_id),
         )
 
     def __getitem__(self, broker_id: int) -> ClusterBroker:

@@ -2,9 +2,9 @@
 # Start a standalone Apache ZooKeeper server (jars from tools/zookeeper/fetch.sh)
 # in the foreground:
 #
-#   tools/zookeeper/start.sh PORT DATA_DIR
+#   tools/zookeeper/start.sh PORT DATA_DIR [ADDRESS]
 #
-# It listens on 127.0.0.1:PORT and keeps its snapshots and transaction log in
+# It listens on ADDRESS:PORT (default 127.0.0.1) and keeps its snapshots and transaction log in
 # DATA_DIR (created if missing; running again on the same DATA_DIR restarts
 # the same server with its data). The configuration is written to
 # DATA_DIR/zoo.cfg: ZooKeeper's defaults (tickTime 2000, so session timeouts
@@ -19,11 +19,12 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 PORT DATA_DIR" >&2
+if [[ $# -lt 2 || $# -gt 3 ]]; then
+    echo "usage: $0 PORT DATA_DIR [ADDRESS]" >&2
     exit 2
 fi
 port="$1"
+address="${3:-127.0.0.1}"
 mkdir -p "$2"
 data_dir="$(cd "$2" && pwd)"
 
@@ -32,7 +33,7 @@ cat >"$data_dir/zoo.cfg" <<CFG
 tickTime=2000
 dataDir=$data_dir
 clientPort=$port
-clientPortAddress=127.0.0.1
+clientPortAddress=$address
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr

@@ -1,0 +1,70 @@
+"""``python -m compat_tests.chaos``: one chaos run (``make chaos``).
+
+The last line is ``chaos: N acknowledged, L lost, D duplicated, R reordered,
+I inconsistent, S poll-skips (seed X)``; the exit status is 1 when any of L, D, R,
+I is not 0, and 2 when the run itself could not complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .nemesis import FAULTS
+from .run import HarnessError, Options, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m compat_tests.chaos",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--target",
+        choices=("josefk", "kafka"),
+        default="josefk",
+        help="josefk, or Apache Kafka 3.9.1 in ZooKeeper mode",
+    )
+    parser.add_argument("--duration", type=float, default=300.0, help="seconds of faults")
+    parser.add_argument("--seed", type=int, default=None, help="default: from the clock")
+    parser.add_argument(
+        "--faults", default=",".join(FAULTS), help=f"comma-separated, from {','.join(FAULTS)}"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for the history, timeline, report and broker logs "
+        "(default chaos-runs/<target>-seed<N>-<time>)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("kazoo", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    seed = args.seed if args.seed is not None else int(time.time()) % 100_000
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    out = args.out or Path("chaos-runs") / (
+        f"{args.target}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    options = Options(target=args.target, duration=args.duration, seed=seed, faults=faults, out=out)
+    try:
+        outcome = run(options)
+    except (HarnessError, Exception, pytest.fail.Exception) as exc:
+        print(f"chaos: the run did not complete: {exc} (seed {seed}; logs in {out})")
+        return 2
+    print(outcome.result.report())
+    print(f"history {outcome.history}, timeline {outcome.timeline}")
+    for note in outcome.notes:
+        print(f"note: {note}")
+    print(outcome.result.summary_line(seed))
+    return 0 if outcome.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

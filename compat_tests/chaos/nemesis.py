@@ -1,0 +1,153 @@
+"""The nemesis: one fault at a time on a seeded schedule, each healed before the next.
+
+Faults (``FAULTS``):
+
+- ``kill``: SIGKILL a random broker; restart it once ZooKeeper let its session go.
+- ``kill-controller`` / ``kill-leader``: the same for the controller, or for the leader
+  of a random partition of the workload's topic.
+- ``pause``: SIGSTOP a random broker's process, SIGCONT it later.
+- ``partition``: cut a random broker off from the other brokers, from ZooKeeper, from
+  the clients, or from all of them, in one direction or both (``net.py``).
+
+Every start and heal goes to the history and to the log with its time.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..cluster.harness import Cluster, ClusterBroker, partition_state
+from .history import History
+from .net import CLIENTS, Network
+
+log = logging.getLogger("chaos.nemesis")
+
+FAULTS = ("kill", "kill-controller", "kill-leader", "pause", "partition")
+PEERS = ("brokers", "zookeeper", "clients", "all")
+DIRECTIONS = ("both", "in", "out")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How long faults last and how long the calm between them is (seconds)."""
+
+    hold: tuple[float, float] = (3.0, 12.0)
+    calm: tuple[float, float] = (2.0, 6.0)
+
+
+class Nemesis:
+    """Injects ``faults`` into ``cluster`` until stopped; thread-safe start/stop."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        network: Network | None,
+        history: History,
+        topic: str,
+        partitions: int,
+        faults: list[str],
+        seed: int,
+        schedule: Schedule = Schedule(),
+        node_of: Callable[[int], str] = lambda broker_id: f"b{broker_id}",
+    ) -> None:
+        unknown = set(faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}; choose from {FAULTS}")
+        if "partition" in faults and network is None:
+            raise ValueError("partition faults need network namespaces")
+        self.cluster = cluster
+        self.network = network
+        self.history = history
+        self.topic = topic
+        self.partitions = partitions
+        self.faults = faults
+        self.rng = random.Random(seed)
+        self.schedule = schedule
+        self.node_of = node_of
+        self.injected = 0
+
+    def run(self, stop: threading.Event) -> None:
+        """Faults until ``stop`` is set; the fault under way is healed before returning."""
+        while not stop.wait(self.rng.uniform(*self.schedule.calm)):
+            fault = self.rng.choice(self.faults)
+            hold = self.rng.uniform(*self.schedule.hold)
+            getattr(self, "_" + fault.replace("-", "_"))(hold, stop)
+            self.injected += 1
+
+    # --- faults ---------------------------------------------------------------------
+
+    def _kill(
+        self,
+        hold: float,
+        stop: threading.Event,
+        broker: ClusterBroker | None = None,
+        fault: str = "kill",
+    ) -> None:
+        broker = broker or self._random_broker()
+        self._begin(fault, [broker.broker_id], "SIGKILL")
+        broker.kill()
+        stop.wait(hold)
+        broker.start_after_crash()
+        self._end(fault, [broker.broker_id], "restarted and registered")
+
+    def _kill_controller(self, hold: float, stop: threading.Event) -> None:
+        broker = self.cluster.brokers[self.cluster.controller_id()]
+        self._kill(hold, stop, broker, "kill-controller")
+
+    def _kill_leader(self, hold: float, stop: threading.Event) -> None:
+        partition = self.rng.randrange(self.partitions)
+        leader = partition_state(self.cluster.zk, self.topic, partition)["leader"]
+        broker = self.cluster.brokers.get(leader) or self._random_broker()
+        self._kill(hold, stop, broker, "kill-leader")
+
+    def _pause(self, hold: float, stop: threading.Event) -> None:
+        broker = self._random_broker()
+        self._begin("pause", [broker.broker_id], "SIGSTOP")
+        broker.pause()
+        stop.wait(hold)
+        broker.resume()
+        self._end("pause", [broker.broker_id], "SIGCONT")
+
+    def _partition(self, hold: float, stop: threading.Event) -> None:
+        assert self.network is not None
+        broker = self._random_broker()
+        node = self.node_of(broker.broker_id)
+        peers = self.rng.choice(PEERS)
+        direction = self.rng.choice(DIRECTIONS)
+        others = self._peer_nodes(node, peers)
+        detail = f"{node} cut from {peers} ({direction})"
+        self._begin("partition", [broker.broker_id], detail)
+        for other in others:
+            if direction in ("both", "out"):
+                self.network.cut(node, other)
+            if direction in ("both", "in"):
+                self.network.cut(other, node)
+        stop.wait(hold)
+        self.network.heal()
+        self._end("partition", [broker.broker_id], "healed")
+
+    # --- helpers --------------------------------------------------------------------
+
+    def _peer_nodes(self, node: str, peers: str) -> list[str]:
+        brokers = [self.node_of(b) for b in self.cluster.brokers if self.node_of(b) != node]
+        return {
+            "brokers": brokers,
+            "zookeeper": ["zk"],
+            "clients": [CLIENTS],
+            "all": [*brokers, "zk", CLIENTS],
+        }[peers]
+
+    def _random_broker(self) -> ClusterBroker:
+        return self.cluster.brokers[self.rng.choice(sorted(self.cluster.brokers))]
+
+    def _begin(self, fault: str, targets: list[int], detail: str) -> None:
+        t = self.history.record("nemesis", f="start", fault=fault, targets=targets, detail=detail)
+        log.info("%7.1fs fault %s on %s: %s", t, fault, targets, detail)
+
+    def _end(self, fault: str, targets: list[int], detail: str) -> None:
+        t = self.history.record("nemesis", f="stop", fault=fault, targets=targets, detail=detail)
+        log.info("%7.1fs healed %s on %s: %s", t, fault, targets, detail)

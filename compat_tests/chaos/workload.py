@@ -1,0 +1,266 @@
+"""The queue workload: idempotent producers and consumers, every operation in the history.
+
+Producers (confluent-kafka, ``enable.idempotence``, ``acks=all``) send unique values
+``"<process>:<seq>"`` at a fixed rate, spreading them over the partitions; a
+producer that hits a fatal error is replaced by a new instance under a new process
+name, so one process's values always come from one producer id. Consumers read
+both ways: one assigns every partition from the beginning, the others subscribe in
+a group. After the last heal, :func:`final_read` reads every partition from the
+beginning up to its high watermark.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from .history import History
+
+# librdkafka's own log lines (run.py sends them to a file of their own).
+CLIENT_LOG = logging.getLogger("chaos.clients")
+# Bounds on what one producer keeps in flight while the cluster cannot take it.
+MAX_QUEUED = 5000
+POLL_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the clients do: where, how many, how fast."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    producers: int = 3
+    rate: float = 100.0  # values per second per producer
+    group_consumers: int = 2
+    group_id: str = "chaos-group"
+
+
+def _common(bootstrap: str, name: str, history: History) -> dict[str, object]:
+    def on_error(err: KafkaError) -> None:
+        history.record("client-error", process=name, error=str(err), fatal=err.fatal())
+
+    return {
+        "bootstrap.servers": bootstrap,
+        "client.id": name,
+        "error_cb": on_error,
+        "logger": CLIENT_LOG,
+        "socket.connection.setup.timeout.ms": 5000,
+        "reconnect.backoff.max.ms": 1000,
+        "topic.metadata.refresh.interval.ms": 5000,
+        "metadata.max.age.ms": 15000,
+    }
+
+
+class ProducerProcess:
+    """One logical producer: a thread sending ``rate`` values a second until stopped."""
+
+    def __init__(self, index: int, workload: Workload, history: History) -> None:
+        self.index = index
+        self.workload = workload
+        self.history = history
+        self.generation = 0
+        self.fatal = threading.Event()
+
+    @property
+    def name(self) -> str:
+        return f"p{self.index}" if self.generation == 0 else f"p{self.index}r{self.generation}"
+
+    def _producer(self) -> Producer:
+        name = self.name
+        config = _common(self.workload.bootstrap, name, self.history)
+        on_error = config["error_cb"]
+
+        def on_any_error(err: KafkaError) -> None:
+            on_error(err)  # type: ignore[operator]
+            if err.fatal():
+                self.fatal.set()
+
+        config.update(
+            {
+                "error_cb": on_any_error,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 30000,
+                "request.timeout.ms": 10000,
+            }
+        )
+        return Producer(config)
+
+    def run(self, stop: threading.Event) -> None:
+        """Send until ``stop``; then wait (bounded) for the outstanding acknowledgements."""
+        producer = self._producer()
+        seq = 0
+        interval = 1.0 / self.workload.rate
+        next_send = time.monotonic()
+        while not stop.is_set():
+            if self.fatal.is_set():
+                producer.flush(10)
+                self.generation += 1
+                self.fatal.clear()
+                producer, seq = self._producer(), 0
+            if len(producer) < MAX_QUEUED:
+                self._send(producer, seq)
+                seq += 1
+            next_send += interval
+            producer.poll(max(0.0, next_send - time.monotonic()))
+        producer.flush(30)
+
+    def _send(self, producer: Producer, seq: int) -> None:
+        name = self.name
+        value = f"{name}:{seq}"
+        partition = (seq + self.index) % self.workload.partitions
+        self.history.record("invoke", process=name, f="send", value=value, partition=partition)
+        start = time.monotonic()
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            latency = round(time.monotonic() - start, 4)
+            if err is None:
+                self.history.record(
+                    "ok",
+                    process=name,
+                    f="send",
+                    value=value,
+                    partition=msg.partition(),
+                    offset=msg.offset(),
+                    latency=latency,
+                )
+            else:
+                self.history.record(
+                    "fail",
+                    process=name,
+                    f="send",
+                    value=value,
+                    partition=partition,
+                    error=str(err),
+                    latency=latency,
+                )
+
+        producer.produce(
+            self.workload.topic, value.encode(), partition=partition, on_delivery=delivered
+        )
+
+
+def _records(messages: list[Message], name: str, history: History) -> list[list[object]]:
+    records = []
+    for m in messages:
+        err = m.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                history.record("client-error", process=name, error=str(err))
+            continue
+        value = m.value()
+        records.append([m.partition(), m.offset(), value.decode() if value else None])
+    return records
+
+
+def _consumer(workload: Workload, name: str, history: History, group: str) -> Consumer:
+    config = _common(workload.bootstrap, name, history)
+    config.update(
+        {
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 2000,
+        }
+    )
+    return Consumer(config)
+
+
+def assigned_consumer(workload: Workload, history: History, stop: threading.Event) -> None:
+    """Process ``c0``: every partition assigned from the beginning, no group."""
+    name = "c0"
+    consumer = _consumer(workload, name, history, "chaos-assign")
+    consumer.assign(
+        [TopicPartition(workload.topic, p, OFFSET_BEGINNING) for p in range(workload.partitions)]
+    )
+    history.record("rebalance", process=name, assigned=list(range(workload.partitions)))
+    try:
+        _poll_until(consumer, name, "assign", history, stop)
+    finally:
+        consumer.close()
+
+
+def group_consumer(index: int, workload: Workload, history: History, stop: threading.Event) -> None:
+    """Process ``c<index>``: a member of the workload's consumer group (auto commit)."""
+    name = f"c{index}"
+    consumer = _consumer(workload, name, history, workload.group_id)
+
+    def assigned(_: Consumer, partitions: list[TopicPartition]) -> None:
+        history.record("rebalance", process=name, assigned=sorted(p.partition for p in partitions))
+
+    def revoked(_: Consumer, partitions: list[TopicPartition]) -> None:
+        history.record("rebalance", process=name, assigned=[])
+
+    consumer.subscribe([workload.topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
+    try:
+        _poll_until(consumer, name, "group", history, stop)
+    finally:
+        consumer.close()
+
+
+def _poll_until(
+    consumer: Consumer, name: str, mode: str, history: History, stop: threading.Event
+) -> None:
+    while not stop.is_set():
+        records = _records(consumer.consume(POLL_BATCH, 0.5), name, history)
+        if records:
+            history.record("poll", process=name, mode=mode, records=records)
+
+
+def final_read(workload: Workload, history: History, timeout: float) -> bool:
+    """Read every partition from the beginning to its high watermark into ``final`` events.
+
+    False when the reads did not reach the high watermarks within ``timeout`` seconds.
+    """
+    consumer = _consumer(workload, "final", history, "chaos-final")
+    deadline = time.monotonic() + timeout
+    complete = True
+    try:
+        for p in range(workload.partitions):
+            complete &= _read_partition(consumer, workload.topic, p, history, deadline)
+    finally:
+        consumer.close()
+    return complete
+
+
+def _read_partition(
+    consumer: Consumer, topic: str, partition: int, history: History, deadline: float
+) -> bool:
+    tp = TopicPartition(topic, partition)
+    _, high = _retry(lambda: consumer.get_watermark_offsets(tp, timeout=10), deadline)
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    records: list[list[object]] = []
+    position = 0
+    while position < high and time.monotonic() < deadline:
+        for m in consumer.consume(POLL_BATCH, 1.0):
+            if m.error() is None:
+                value = m.value()
+                records.append([m.offset(), value.decode() if value else None])
+                position = m.offset() + 1
+    history.record("final", partition=partition, records=records, high_watermark=high)
+    return position >= high
+
+
+def _retry(call: Callable[[], tuple[int, int]], deadline: float) -> tuple[int, int]:
+    while True:
+        try:
+            return call()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
