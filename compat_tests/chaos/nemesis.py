@@ -7,7 +7,8 @@ Faults (``FAULTS``):
   of a random partition of the workload's topic.
 - ``pause``: SIGSTOP a random broker's process, SIGCONT it later.
 - ``partition``: cut a random broker off from the other brokers, from ZooKeeper, from
-  the clients, or from all of them, in one direction or both (``net.py``).
+  the clients, from brokers and ZooKeeper (the clients still reach it) or from all of
+  them, in one direction or both (``net.py``).
 
 Every start and heal goes to the history and to the log with its time.
 """
@@ -27,7 +28,7 @@ from .net import CLIENTS, Network
 log = logging.getLogger("chaos.nemesis")
 
 FAULTS = ("kill", "kill-controller", "kill-leader", "pause", "partition")
-PEERS = ("brokers", "zookeeper", "clients", "all")
+PEERS = ("brokers", "zookeeper", "clients", "cluster", "all")
 DIRECTIONS = ("both", "in", "out")
 
 
@@ -138,6 +139,7 @@ class Nemesis:
             "brokers": brokers,
             "zookeeper": ["zk"],
             "clients": [CLIENTS],
+            "cluster": [*brokers, "zk"],  # the clients still reach it: the split-brain case
             "all": [*brokers, "zk", CLIENTS],
         }[peers]
 

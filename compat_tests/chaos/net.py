@@ -14,13 +14,15 @@ removes every route through the sink in every namespace that mentions it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
+OWNERS = Path(tempfile.gettempdir()) / "josefk-chaos-networks"
 CLIENTS = "clients"  # the harness's own namespace: where the workload's clients run
 SINK_HOST = 253
 BRIDGE_HOST = 254
@@ -48,20 +50,53 @@ def available() -> str | None:
     return None
 
 
-def remove_stale() -> None:
-    """Delete namespaces and bridges a killed earlier run left behind (no process in them)."""
-    listed = _ip("netns", "list", check=False).stdout.split("\n")
-    for line in listed:
-        name = line.split(" ")[0]
-        if name.startswith("jkc") and not _ip("netns", "pids", name, check=False).stdout.strip():
-            _ip("netns", "del", name, check=False)
-    for line in _ip("-o", "link", "show", "type", "bridge", check=False).stdout.splitlines():
+def _links() -> list[str]:
+    """Names of this harness's links (bridges and veths) in the harness's namespace."""
+    names = []
+    for line in _ip("-o", "link", "show", check=False).stdout.splitlines():
         name = line.split(":")[1].strip().split("@")[0]
-        if name.startswith("jkc") and name.endswith("br"):
-            # A bridge with ports is in use by a live run.
-            ports = _ip("-o", "link", "show", "master", name, check=False).stdout.strip()
-            if not ports:
-                _ip("link", "del", name, check=False)
+        if name.startswith("jkc"):
+            names.append(name)
+    return names
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale() -> None:
+    """Delete the namespaces and bridge of earlier runs whose harness process is gone.
+
+    A live run's namespaces may hold no process for a while (a killed broker, the
+    sink), so ownership, not emptiness, decides: each run writes its pid to
+    ``OWNERS/<run>``.
+    """
+    runs: set[str] = set()
+    for line in _ip("netns", "list", check=False).stdout.splitlines():
+        name = line.split(" ")[0]
+        if name.startswith("jkc") and "-" in name:
+            runs.add(name[3:].split("-")[0])
+    for name in _links():
+        if name.endswith("br"):
+            runs.add(name[3:-2])
+        elif "v" in name[3:]:
+            runs.add(name[3:].split("v")[0])
+    for run in runs:
+        owner = OWNERS / run
+        try:
+            pid = int(owner.read_text())
+        except (OSError, ValueError):
+            pid = 0
+        if pid and _alive(pid):
+            continue
+        Network(run=run).destroy()
+        owner.unlink(missing_ok=True)
 
 
 @dataclass
@@ -87,6 +122,8 @@ class Network:
 
     def create(self, nodes: dict[str, int]) -> None:
         """The bridge, the sink and a namespace per node (name -> host number 1..250)."""
+        OWNERS.mkdir(exist_ok=True)
+        (OWNERS / self.run).write_text(str(os.getpid()))
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"10.231.{self.subnet}.{BRIDGE_HOST}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
@@ -130,7 +167,12 @@ class Network:
     def destroy(self) -> None:
         """Remove the namespaces, the bridge and any route left in the harness's namespace."""
         self.heal()
-        for node in [*self.hosts, "sink"]:
-            _ip("netns", "del", self.namespace(node), check=False)
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("link", "del", self.bridge, check=False)
+        prefix = f"jkc{self.run}-"
+        for line in _ip("netns", "list", check=False).stdout.splitlines():
+            if line.startswith(prefix):
+                _ip("netns", "del", line.split(" ")[0], check=False)
+        for name in _links():
+            # The veths too: one whose namespace a process still held outlives it.
+            if name == self.bridge or name.startswith(f"jkc{self.run}v"):
+                _ip("link", "del", name, check=False)
+        (OWNERS / self.run).unlink(missing_ok=True)

@@ -96,6 +96,9 @@ class ProducerProcess:
                 "linger.ms": 5,
                 "message.timeout.ms": 30000,
                 "request.timeout.ms": 10000,
+                # The idempotence state machine (producer ids, epoch bumps, drains) in
+                # clients.log: what explains a duplicate when there is one.
+                "debug": "eos",
             }
         )
         return Producer(config)
