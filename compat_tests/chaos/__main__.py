@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         help="directory for the history, timeline, report and broker logs "
         "(default chaos-runs/<target>-seed<N>-<time>)",
     )
+    parser.add_argument("--max-in-flight", type=int, default=1,
+                        help="producer requests in flight per connection (librdkafka "
+                             "duplicates on leader changes above 1: see workload.py)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("kazoo", "kafka"):
@@ -52,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("chaos-runs") / (
         f"{args.target}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
-    options = Options(target=args.target, duration=args.duration, seed=seed, faults=faults, out=out)
+    options = Options(target=args.target, duration=args.duration, seed=seed, faults=faults,
+                      out=out, max_in_flight=args.max_in_flight)
     try:
         outcome = run(options)
     except (HarnessError, Exception, pytest.fail.Exception) as exc:

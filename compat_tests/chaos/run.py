@@ -61,6 +61,7 @@ class Options:
     partitions: int = 6
     producers: int = 3
     rate: float = 100.0
+    max_in_flight: int = 1
     schedule: Schedule = field(default_factory=Schedule)
 
 
@@ -108,6 +109,7 @@ def run(options: Options) -> Outcome:
             duration=options.duration,
             faults=faults,
             network="namespaces" if network else "loopback",
+            max_in_flight=options.max_in_flight,
             notes=notes,
         )
         _exercise(options, faults, cluster, network, history)
@@ -134,6 +136,7 @@ def _exercise(
         options.partitions,
         options.producers,
         options.rate,
+        max_in_flight=options.max_in_flight,
     )
     stop_faults, stop_sends, stop_polls = threading.Event(), threading.Event(), threading.Event()
     nemesis = Nemesis(

@@ -21,6 +21,7 @@ from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -44,6 +45,12 @@ class Workload:
     partitions: int
     producers: int = 3
     rate: float = 100.0  # values per second per producer
+    # librdkafka with more than one request in flight bumps its epoch when a new leader
+    # answers OUT_OF_ORDER_SEQUENCE_NUMBER for a batch sent behind a failed one, and
+    # re-sends batches already written under the new epoch: duplicates, on Apache Kafka
+    # and josefk alike (confluentinc/librdkafka#4953). One in flight keeps the test on
+    # the broker; --max-in-flight 5 shows the client's behaviour.
+    max_in_flight: int = 1
     group_consumers: int = 2
     group_id: str = "chaos-group"
 
@@ -94,7 +101,10 @@ class ProducerProcess:
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
-                "message.timeout.ms": 30000,
+                "max.in.flight.requests.per.connection": self.workload.max_in_flight,
+                # Longer than any fault lasts: a timed-out send would make librdkafka
+                # bump its epoch, the same duplicate source as above.
+                "message.timeout.ms": 120000,
                 "request.timeout.ms": 10000,
                 # The idempotence state machine (producer ids, epoch bumps, drains) in
                 # clients.log: what explains a duplicate when there is one.
@@ -152,9 +162,18 @@ class ProducerProcess:
                     latency=latency,
                 )
 
-        producer.produce(
-            self.workload.topic, value.encode(), partition=partition, on_delivery=delivered
-        )
+        try:
+            producer.produce(
+                self.workload.topic, value.encode(), partition=partition, on_delivery=delivered
+            )
+        except KafkaException as exc:
+            # A producer in a fatal state refuses sends: this one never left, and a new
+            # instance (a new process name) takes over.
+            error = exc.args[0]
+            self.history.record("fail", process=name, f="send", value=value,
+                                partition=partition, error=str(error), latency=0.0)
+            if error.fatal():
+                self.fatal.set()
 
 
 def _records(messages: list[Message], name: str, history: History) -> list[list[object]]:
