@@ -30,6 +30,9 @@ class LogConfig:
     max_message_bytes: int = 1048588  # max.message.bytes
     cleanup_policy: str = "delete"  # cleanup.policy
     delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = INT64_MAX  # max.compaction.lag.ms
     min_insync_replicas: int = 1  # min.insync.replicas
     message_timestamp_before_max_ms: int = INT64_MAX  # message.timestamp.before.max.ms
     message_timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms (Kafka 4)
@@ -48,6 +51,12 @@ class LogConfig:
         _at_least("retention.bytes", self.retention_bytes, -1)
         _at_least("max.message.bytes", self.max_message_bytes, 0)
         _at_least("delete.retention.ms", self.delete_retention_ms, 0)
+        _at_least("min.compaction.lag.ms", self.min_compaction_lag_ms, 0)
+        _at_least("max.compaction.lag.ms", self.max_compaction_lag_ms, 1)
+        # Written as Kafka's check is, so NaN passes (and then never triggers a clean).
+        if self.min_cleanable_dirty_ratio < 0 or self.min_cleanable_dirty_ratio > 1:
+            raise InvalidConfigError(f"min.cleanable.dirty.ratio must be in [0, 1], not "
+                                     f"{self.min_cleanable_dirty_ratio}")
         _at_least("min.insync.replicas", self.min_insync_replicas, 1)
         _at_least("message.timestamp.before.max.ms", self.message_timestamp_before_max_ms, 0)
         _at_least("message.timestamp.after.max.ms", self.message_timestamp_after_max_ms, 0)
@@ -94,6 +103,11 @@ class LogConfig:
 
 
 def _coerce(key: str, value: Any, kind: type) -> Any:
+    if kind is float:
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise InvalidConfigError(f"{key} must be a number, not {value!r}") from None
     if kind is int:
         try:
             return int(str(value).strip())

@@ -56,7 +56,7 @@ def _read_batches(data: bytes) -> tuple[list[tuple[int, BatchHeader, str | None]
             break
         header = parse_header(data, pos)
         try:
-            check_batch(data, pos)
+            check_batch(data, pos, from_client=False)
             error = None
         except RecordBatchError as e:
             error = str(e)

@@ -11,9 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from josefk.log.cleaner_swap import CLEANED_SUFFIX, SWAP_SUFFIX, recover_swaps, rename_suffix
 from josefk.log.config import LogConfig
 from josefk.log.leader_epoch import LeaderEpochCache
 from josefk.log.producer_state import BatchMetadata, ProducerEntry, ProducerStateManager
+from josefk.log.records import keyless_record_indexes
 from josefk.log.segment import DELETED_SUFFIX, Data, LogSegment, TimestampOffset, data_size
 from josefk.protocol.record_batch import (
     HEADER_SIZE,
@@ -49,6 +51,19 @@ class InvalidTimestampError(RecordBatchError):
     """A CreateTime too far from the broker's clock (INVALID_TIMESTAMP)."""
 
     error_code = 32
+
+
+class RecordValidationError(InvalidRecordError):
+    """Records Kafka rejects one by one (INVALID_RECORD with per-record errors, Produce
+    v8+ ``record_errors``): ``record_errors`` holds (index in the batch, message)."""
+
+    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')"
+                          for i, m in record_errors[:3])
+        super().__init__(f"One or more records have been rejected due to {len(record_errors)} "
+                         f"record errors in total, and only showing the first three errors at "
+                         f"most: [{shown}]")
+        self.record_errors = record_errors
 
 
 class RecordListTooLargeError(RecordBatchError):
@@ -121,6 +136,8 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = now_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
+        # Bumped by every truncation: a cleaning pass planned before one must not swap.
+        self.truncations = 0
 
     # --- opening -----------------------------------------------------------------
 
@@ -132,6 +149,7 @@ class Log:
         config = config or LogConfig()
         directory.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(directory)
+        recover_swaps(directory)
         base_offsets = sorted({int(m.group(1)) for name in os.listdir(directory)
                                if (m := _SEGMENT_FILE.match(name)) and m.group(2) == "log"})
         _remove_orphan_indexes(directory, set(base_offsets))
@@ -212,6 +230,8 @@ class Log:
             raise InvalidRecordError("a produce request must hold exactly one record batch "
                                      "per partition")
         self._check_sizes(records, batches)
+        if self.config.compact:
+            self._check_keys(records, batches)
         if not self.config.log_append_time:
             self._check_timestamps(batches, now)
         for _, header in batches:
@@ -238,6 +258,20 @@ class Log:
             offset += header.record_count
         return self._append(buf, _rebased(batches, buf), now, append_time)
 
+    def _check_keys(self, records: bytes | bytearray | memoryview,
+                    batches: list[tuple[int, BatchHeader]]) -> None:
+        """A compacted topic refuses records without a key (Kafka's LogValidator)."""
+        errors: list[tuple[int, str]] = []
+        view = memoryview(records)
+        for pos, header in batches:
+            if header.is_control:
+                continue
+            errors += [(i, "Compacted topic cannot accept message without key in topic "
+                           f"partition {self.directory.name}")
+                       for i in keyless_record_indexes(view[pos:pos + header.size], header)]
+        if errors:
+            raise RecordValidationError(errors)
+
     def _check_timestamps(self, batches: list[tuple[int, BatchHeader]], now: int) -> None:
         """message.timestamp.before/after.max.ms against the batches' first and max
         timestamps (Kafka checks every record; a batch's bounds are what we read)."""
@@ -259,8 +293,9 @@ class Log:
                           duplicate=True)
 
     def append_as_follower(self, records: bytes | bytearray) -> AppendInfo:
-        """Append batches that already carry their offsets (replication)."""
-        batches = validate_batches(records)
+        """Append batches that already carry their offsets (replication); a compacted
+        leader's batches may hold fewer records than their offset range."""
+        batches = validate_batches(records, from_client=False)
         expected = self.log_end_offset
         for _, header in batches:
             if header.base_offset < expected:
@@ -437,6 +472,7 @@ class Log:
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        self.truncations += 1
         while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
             self._delete_now(self.segments.pop())
             self._base_offsets.pop()
@@ -453,6 +489,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log restarts empty at ``offset``."""
+        self.truncations += 1
         for segment in self.segments:
             self._delete_now(segment)
         self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes,
@@ -554,6 +591,37 @@ class Log:
         self.pending_deletes = [(d, s) for d, s in self.pending_deletes if d > now]
         for segment in due:
             segment.delete_files()
+
+    # --- compaction ---------------------------------------------------------------------
+
+    def replace_segments(self, old: list[LogSegment], base_offset: int, truncations: int,
+                         now: int | None = None) -> LogSegment | None:
+        """Swap the inactive segments ``old`` for the cleaned segment written beside them
+        (``<base>.log.cleaned`` and its indexes), in the crash-safe steps of
+        :mod:`josefk.log.cleaner_swap`. Returns the new segment, or None (and nothing
+        changes) if ``old`` is no longer a run of this log's inactive segments or the
+        log was truncated since ``truncations`` was read. The replaced segments are
+        deleted as retention deletes (after ``file.delete.delay.ms``), so readers
+        still sending from them finish."""
+        now = now_ms() if now is None else now
+        try:
+            first = next(i for i, s in enumerate(self.segments) if s is old[0])
+        except StopIteration:
+            return None
+        run = self.segments[first:first + len(old)]
+        if (truncations != self.truncations or len(run) != len(old)
+                or any(a is not b for a, b in zip(run, old, strict=True))
+                or first + len(old) >= len(self.segments)):
+            return None
+        rename_suffix(self.directory, base_offset, CLEANED_SUFFIX, SWAP_SUFFIX)
+        for segment in old:
+            self._schedule_delete(segment, now)
+        rename_suffix(self.directory, base_offset, SWAP_SUFFIX, "")
+        cleaned = LogSegment(self.directory, base_offset, self.config.index_interval_bytes,
+                             self.config.segment_index_bytes, active=False)
+        self.segments[first:first + len(old)] = [cleaned]
+        self._base_offsets[first:first + len(old)] = [base_offset]
+        return cleaned
 
     # --- flushing and closing -------------------------------------------------------
 

@@ -364,7 +364,7 @@ class LogSegment:
                 yield position, None, "truncated batch"
                 return
             try:
-                header = check_batch(buf, rel)
+                header = check_batch(buf, rel, from_client=False)
             except RecordBatchError as e:
                 yield position, None, str(e)
                 return

@@ -145,8 +145,14 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
     return crc32c.crc32c(view)
 
 
-def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
-    """Parse and fully validate the batch at ``pos``; raise a RecordBatchError if it is bad."""
+def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0, from_client: bool = True
+                ) -> BatchHeader:
+    """Parse and fully validate the batch at ``pos``; raise a RecordBatchError if it is bad.
+
+    A batch not ``from_client`` (replicated, or read back from a log) may have been
+    compacted: fewer records than its offset range, or none at all (Kafka checks the
+    count only for a client's batches).
+    """
     header = parse_header(buf, pos)
     size = header.batch_length + LOG_OVERHEAD
     if size < HEADER_SIZE:
@@ -157,6 +163,13 @@ def check_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         raise InvalidRecordError(f"unsupported record batch magic {header.magic}")
     if compute_crc(buf, pos, size) != header.crc:
         raise CorruptRecordError("record batch CRC-32C does not match its contents")
+    if not from_client:
+        if header.last_offset_delta < 0 or not 0 <= header.record_count <= (
+                header.last_offset_delta + 1):
+            raise InvalidRecordError(
+                f"record count {header.record_count} does not fit last offset delta "
+                f"{header.last_offset_delta}")
+        return header
     if header.record_count <= 0:
         raise InvalidRecordError("record batch has no records")
     if header.last_offset_delta + 1 != header.record_count:
@@ -183,12 +196,13 @@ def iter_batches(
         pos += size
 
 
-def validate_batches(buf: bytes | bytearray | memoryview) -> list[tuple[int, BatchHeader]]:
+def validate_batches(buf: bytes | bytearray | memoryview, from_client: bool = True
+                     ) -> list[tuple[int, BatchHeader]]:
     """Validate every batch of ``buf``, which must hold whole batches and nothing else."""
     batches: list[tuple[int, BatchHeader]] = []
     pos = 0
     while pos < len(buf):
-        header = check_batch(buf, pos)
+        header = check_batch(buf, pos, from_client)
         batches.append((pos, header))
         pos += header.size
     if not batches:

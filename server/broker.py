@@ -40,6 +40,7 @@ from josefk.server.handlers import (
     records,
     topics,
 )
+from josefk.server.log_cleaner import LogCleanerService
 from josefk.server.purgatory import Purgatory
 from josefk.server.zero_copy import Part
 
@@ -94,6 +95,9 @@ class Broker:
         self.startup_hooks.append(self.group_coordinator.startup)
         self.background_tasks.append(self.group_coordinator.run)
         # --- end group coordinator ---
+        self.log_cleaner = LogCleanerService(self)
+        self.startup_hooks.insert(0, self.log_cleaner.startup)
+        self.background_tasks.append(self.log_cleaner.run)
 
     # --- topics and partitions ----------------------------------------------------
 

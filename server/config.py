@@ -20,9 +20,9 @@ the topic-to-broker synonyms of ``ServerTopicConfigSynonyms`` and the dynamic
 * Accepted and reported by DescribeConfigs but without effect (their documentation
   says so): the thread counts (``num.network.threads``, ``num.io.threads``,
   ``background.threads``, ``num.recovery.threads.per.data.dir``,
-  ``num.replica.fetchers``, ``log.cleaner.threads``) since josefk serves everything
-  from one trio thread, the purgatory purge intervals, and the KRaft and share
-  coordinator keys (``process.roles``, ``controller.*``, ``metadata.log.dir``,
+  ``num.replica.fetchers``) since josefk serves everything from one trio thread,
+  the purgatory purge intervals, and the KRaft and share coordinator keys
+  (``process.roles``, ``controller.*``, ``metadata.log.dir``,
   ``share.coordinator.state.topic.*``).
 
 Unknown keys are kept in ``BrokerConfig.unknown`` with a warning, as Kafka does.
@@ -494,7 +494,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("log.local.retention.bytes", LONG, -2, _at_least(-2), _DYN),
     K("log.dir.failure.timeout.ms", LONG, 30000, _at_least(1)),
     K("log.cleaner.enable", BOOL, True),
-    K("log.cleaner.threads", INT, 1, _at_least(0), _DYN, NO_EFFECT),
+    K("log.cleaner.threads", INT, 1, _at_least(0), _DYN),
     K("log.cleaner.dedupe.buffer.size", LONG, 134217728, dynamic=_DYN),
     K("log.cleaner.io.buffer.size", INT, 524288, _at_least(0), _DYN),
     K("log.cleaner.io.buffer.load.factor", DBL, 0.9, dynamic=_DYN),

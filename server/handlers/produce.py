@@ -10,6 +10,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from josefk.cluster.partition import Partition, PartitionError
+from josefk.log.log import RecordValidationError
 from josefk.protocol.error_codes import (
     CORRUPT_MESSAGE,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 TopicResp = ProduceResponse.TopicProduceResponse
 PartitionResp = TopicResp.PartitionProduceResponse
+RecordError = PartitionResp.BatchIndexAndErrorMessage
 
 
 async def handle(broker: Broker, request: Request) -> Response:
@@ -83,6 +85,10 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks:
         result["error_code"] = e.error_code
         result["error_message"] = str(e)
         result["log_start_offset"] = partition.log.log_start_offset
+        if isinstance(e, RecordValidationError):
+            result["record_errors"] = [
+                RecordError(batch_index=i, batch_index_error_message=m)
+                for i, m in e.record_errors]
         return result
     result["base_offset"] = info.first_offset
     result["log_append_time_ms"] = info.log_append_time

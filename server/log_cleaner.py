@@ -1,0 +1,113 @@
+"""The log cleaner's threads: Kafka's ``LogCleaner``, scheduled from the event loop.
+
+Each of ``log.cleaner.threads`` workers picks the filthiest compacted log on the
+event loop, cleans it on a worker thread (``trio.to_thread``) with an offset map
+of ``log.cleaner.dedupe.buffer.size / threads`` and the shared
+``log.cleaner.io.max.bytes.per.second`` throttle, and has each cleaned segment
+swapped in on the event loop (``trio.from_thread``), where appends, reads,
+truncation and retention also change the log. With nothing to clean it sleeps
+``log.cleaner.backoff.ms``. Stopping the broker aborts a pass between batches.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from josefk.log.cleaner import (
+    BYTES_PER_ENTRY,
+    Cleaner,
+    CleaningAbortedError,
+    CleaningPlan,
+    OffsetMap,
+    SourceSegment,
+    Throttler,
+)
+from josefk.log.cleaner_manager import LogCleanerManager
+from josefk.log.cleaner_swap import CleanedSegmentWriter
+from josefk.log.manager import write_checkpoints
+
+if TYPE_CHECKING:
+    from josefk.server.broker import Broker
+
+logger = logging.getLogger("josefk.log.cleaner")
+
+
+class LogCleanerService:
+    """Runs the cleaner threads of one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        values = broker.config.values
+        self.enabled: bool = values["log.cleaner.enable"]
+        self.threads: int = values["log.cleaner.threads"]
+        self.backoff_s: float = values["log.cleaner.backoff.ms"] / 1000
+        self.load_factor: float = values["log.cleaner.io.buffer.load.factor"]
+        self.slots = int(values["log.cleaner.dedupe.buffer.size"] / max(self.threads, 1)
+                         / BYTES_PER_ENTRY)
+        self.throttler = Throttler(values["log.cleaner.io.max.bytes.per.second"])
+        self.manager = LogCleanerManager(broker.log_manager)
+        self.passes = 0
+
+    def startup(self) -> None:
+        """After the logs load: read each log dir's ``cleaner-offset-checkpoint``."""
+        self.manager.load_checkpoints()
+
+    async def run(self) -> None:
+        if not self.enabled or self.threads <= 0:
+            return
+        async with trio.open_nursery() as nursery:
+            for i in range(self.threads):
+                nursery.start_soon(self._worker, i)
+
+    async def _worker(self, index: int) -> None:
+        cleaner = Cleaner(OffsetMap(self.slots, self.load_factor), self.throttler)
+        while True:
+            if not await self.clean_filthiest(cleaner):
+                await trio.sleep(self.backoff_s)
+
+    async def clean_filthiest(self, cleaner: Cleaner) -> bool:
+        """Clean the filthiest log, if any needs it; False if none did."""
+        plan = self.manager.grab_filthiest()
+        if plan is None:
+            return False
+        result: int | BaseException | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                # Cancelling the broker sets plan.aborted: the thread stops between batches.
+                nursery.start_soon(_abort_when_cancelled, plan)
+                try:
+                    result = await trio.to_thread.run_sync(self._clean_on_thread, cleaner, plan)
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.manager.done(plan, result if isinstance(result, int) else None,
+                              failed=isinstance(result, Exception)
+                              and not isinstance(result, CleaningAbortedError))
+        self.passes += 1
+        files = self.manager.checkpoint_offsets()
+        await trio.to_thread.run_sync(write_checkpoints, files)
+        return True
+
+    def _clean_on_thread(self, cleaner: Cleaner, plan: CleaningPlan) -> int | BaseException:
+        """The pass, on a worker thread: the next first dirty offset, or what stopped it."""
+        def replace(group: list[SourceSegment], writer: CleanedSegmentWriter) -> bool:
+            return trio.from_thread.run_sync(self.manager.replace, plan, group, writer)
+        try:
+            end_offset, stats = cleaner.clean(plan, replace)
+        except CleaningAbortedError as e:
+            logger.info("log cleaning stopped: %s", e)
+            return e
+        except Exception as e:
+            logger.exception("cleaning %s failed; it is left alone until a restart", plan.name)
+            return e
+        logger.info("%s", stats.summary(plan.name))
+        return end_offset
+
+
+async def _abort_when_cancelled(plan: CleaningPlan) -> None:
+    try:
+        await trio.sleep_forever()
+    finally:
+        plan.aborted.set()
