@@ -124,7 +124,9 @@ Record = tuple[Key, Value | None]
 # --- writing -------------------------------------------------------------------------------
 
 
-class _Writer:
+class RecordWriter:
+    """Big-endian primitives of Kafka's generated record schemas, appended to ``buf``."""
+
     def __init__(self) -> None:
         self.buf = bytearray()
 
@@ -156,7 +158,7 @@ class _Writer:
 
 
 def encode_key(key: Key) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     if isinstance(key, OffsetCommitKey):
         w.i16(OFFSET_COMMIT_KEY_VERSION)
         w.string(key.group)
@@ -170,7 +172,7 @@ def encode_key(key: Key) -> bytes:
 
 def encode_value(value: Value) -> bytes:
     """A value as Kafka writes it: OffsetCommitValue v1 or v3, GroupMetadataValue v3."""
-    w = _Writer()
+    w = RecordWriter()
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp >= 0:
             w.i16(OFFSET_VALUE_VERSION_WITH_EXPIRY)
@@ -222,7 +224,9 @@ def build_batch(entries: Iterable[tuple[bytes, bytes | None]], timestamp: int) -
 # --- reading -------------------------------------------------------------------------------
 
 
-class _Reader:
+class RecordReader:
+    """Reads what :class:`RecordWriter` writes (``flexible``: compact forms, tagged fields)."""
+
     def __init__(self, data: bytes, flexible: bool = False) -> None:
         self.data = data
         self.pos = 0
@@ -294,7 +298,7 @@ class _Reader:
 
 def decode_key(data: bytes) -> Key | None:
     """The key of a record, or None for record types a classic coordinator ignores."""
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetCommitKey(r.str_(), r.str_(), r.i32())
@@ -307,7 +311,7 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
     """The value for ``key`` (any schema version), or None for a tombstone."""
     if data is None:
         return None
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version < 0 or version > 4:
         raise RecordFormatError(f"unknown value version {version}")
