@@ -11,6 +11,7 @@ from josefk.protocol.error_codes import (
     FENCED_LEADER_EPOCH,
     INVALID_REQUIRED_ACKS,
     NOT_ENOUGH_REPLICAS,
+    NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_LEADER_EPOCH,
 )
 
@@ -200,6 +201,30 @@ class Partition:
             self.on_data(self)  # followers' long polls wait for new data too
         return info
 
+    def append_control_batch(self, producer_id: int, producer_epoch: int,
+                             coordinator_epoch: int, commit: bool, required_acks: int = -1
+                             ) -> AppendInfo:
+        """Append a COMMIT or ABORT marker as leader (WriteTxnMarkers appends with acks=all).
+
+        Raises PartitionError (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS) or a
+        RecordBatchError: INVALID_PRODUCER_EPOCH (47), TRANSACTION_COORDINATOR_FENCED
+        (52). Waiting is the caller's: the marker is replicated once the high watermark
+        passes ``info.last_offset`` (the purgatory's produce wait, as for acks=all).
+        """
+        if not self.is_leader:
+            raise PartitionError(NOT_LEADER_OR_FOLLOWER,
+                                 f"{self.topic}-{self.index} is not led by {self.node_id}")
+        min_isr = self.log.config.min_insync_replicas
+        if required_acks == -1 and len(self.isr) < min_isr:
+            raise PartitionError(NOT_ENOUGH_REPLICAS,
+                                 f"{len(self.isr)} in-sync replicas, min.insync.replicas="
+                                 f"{min_isr}")
+        info = self.log.append_control_batch(producer_id, producer_epoch, coordinator_epoch,
+                                             commit, self.leader_epoch)
+        if not self.maybe_advance_high_watermark():
+            self.on_data(self)
+        return info
+
     def maybe_advance_high_watermark(self) -> bool:
         """HW = the smallest log end offset over the (maximal) ISR; True if it moved."""
         if not self.is_leader:
@@ -216,5 +241,6 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        """The read_committed limit; without open transactions, the high watermark."""
-        return self.log.high_watermark
+        """The read_committed limit: the high watermark, or the first offset of the oldest
+        transaction still open (or decided with its marker above the high watermark)."""
+        return self.log.last_stable_offset

@@ -258,6 +258,7 @@ class Cleaner:
                                       plan.config.segment_index_bytes)
         try:
             for source in group:
+                writer.add_txn_index(source.segment.txn_index.path)
                 for _, header, batch in read_batches(source.fd, source.size):
                     self._check_aborted(plan)
                     self.throttler.maybe_throttle(header.size)

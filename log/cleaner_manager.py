@@ -63,7 +63,8 @@ class LogCleanerManager:
     def cleanable(self, tp: TopicPartition, log: Log, now: int) -> LogToClean:
         """The log's dirty range: from the checkpointed first dirty offset (the log start
         offset if it is missing or no longer valid) to the first segment it may not
-        clean: the active one, the one holding the high watermark, or the first one
+        clean: the active one, the one holding the last stable offset (the high watermark
+        or an open transaction's first offset), or the first one
         younger than ``min.compaction.lag.ms``."""
         start = log.log_start_offset
         recorded, truncations = self.first_dirty.get(tp, (start, log.truncations))
@@ -72,7 +73,7 @@ class LogCleanerManager:
             first_dirty = start
         segments = log.segments
         active = segments[-1]
-        uncleanable = min(log.high_watermark, active.base_offset)
+        uncleanable = min(log.last_stable_offset, active.base_offset)
         lag = max(log.config.min_compaction_lag_ms, 0)
         with_nexts = _with_next_bases(log)
         if lag > 0:

@@ -1,6 +1,7 @@
 """Replacing segments with cleaned ones so that a crash at any point leaves a readable log.
 
-Kafka's steps, file by file (``<base>.log``, ``.index``, ``.timeindex``):
+Kafka's steps, file by file (``<base>.log``, ``.index``, ``.timeindex`` and, when the
+segment has aborted transactions, ``.txnindex``):
 
 1. the cleaner writes ``<base>.log.cleaned`` and its indexes, and fsyncs them;
 2. each ``.cleaned`` file is renamed ``.swap`` (the ``.log`` first);
@@ -17,6 +18,7 @@ fall in their offset range, then lose their suffix.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -27,11 +29,12 @@ from pathlib import Path
 from josefk.log.checkpoint import fsync_dir
 from josefk.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 from josefk.log.time_index import NO_TIMESTAMP
+from josefk.log.txn_index import TXN_INDEX_SUFFIX
 from josefk.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header, peek_size
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _FILE = re.compile(r"^(\d{20})(\.[a-z]+)(\.cleaned|\.swap)?$")
@@ -41,15 +44,20 @@ logger = logging.getLogger(__name__)
 
 
 def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> list[Path]:
-    """The ``.log``, ``.index`` and ``.timeindex`` paths of a segment, with ``suffix``."""
+    """The ``.log``, ``.index``, ``.timeindex`` and ``.txnindex`` paths of a segment, with
+    ``suffix``."""
     stem = segment_name(base_offset)
     return [directory / f"{stem}{ext}{suffix}" for ext in SEGMENT_SUFFIXES]
 
 
 def rename_suffix(directory: Path, base_offset: int, old: str, new: str) -> None:
-    """Rename a segment's three files from ``old`` to ``new`` suffix (the ``.log`` first)."""
+    """Rename a segment's files from ``old`` to ``new`` suffix (the ``.log`` first; the
+    ``.txnindex`` only exists if the segment has aborted transactions)."""
     for src, dst in zip(segment_paths(directory, base_offset, old),
                         segment_paths(directory, base_offset, new), strict=True):
+        if src.name.startswith(segment_name(base_offset) + TXN_INDEX_SUFFIX) \
+                and not src.exists():
+            continue
         os.replace(src, dst)
 
 
@@ -63,15 +71,17 @@ def delete_cleaned(directory: Path, base_offset: int) -> None:
 class CleanedSegmentWriter:
     """Writes ``<base>.log.cleaned`` and its indexes, indexed as a LogSegment indexes
     its appends (an entry every ``index.interval.bytes``, the time index sealed with
-    the largest timestamp)."""
+    the largest timestamp), and the aborted-transaction entries of the segments it
+    replaces (their markers are all kept)."""
 
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int,
                  max_index_size: int) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path, self.index_path, self.time_index_path = segment_paths(
-            directory, base_offset, CLEANED_SUFFIX)
+        self.log_path, self.index_path, self.time_index_path, self.txn_index_path = \
+            segment_paths(directory, base_offset, CLEANED_SUFFIX)
+        self._txn_entries = bytearray()
         self._max_offset_entries = max_index_size // _OFFSET_ENTRY.size
         self._max_time_entries = max_index_size // _TIME_ENTRY.size
         self._fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -99,6 +109,11 @@ class CleanedSegmentWriter:
             self._since_entry = 0
         self._since_entry += header.size
 
+    def add_txn_index(self, path: Path) -> None:
+        """Carry over the ``.txnindex`` entries of a replaced segment (in offset order)."""
+        with contextlib.suppress(FileNotFoundError):
+            self._txn_entries += path.read_bytes()
+
     def _maybe_time_entry(self, room: int) -> None:
         timestamp, offset = self._max_ts
         if timestamp > self._last_time and len(self._times) // _TIME_ENTRY.size < room:
@@ -111,7 +126,10 @@ class CleanedSegmentWriter:
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = -1
-        for path, data in ((self.index_path, self._offsets), (self.time_index_path, self._times)):
+        files = [(self.index_path, self._offsets), (self.time_index_path, self._times)]
+        if self._txn_entries:
+            files.append((self.txn_index_path, self._txn_entries))
+        for path, data in files:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 view = memoryview(data)

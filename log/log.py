@@ -13,8 +13,16 @@ from pathlib import Path
 
 from josefk.log.cleaner_swap import CLEANED_SUFFIX, SWAP_SUFFIX, recover_swaps, rename_suffix
 from josefk.log.config import LogConfig
+from josefk.log.errors import (
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    RecordTooLargeError,
+    RecordValidationError,
+)
 from josefk.log.leader_epoch import LeaderEpochCache
-from josefk.log.producer_state import BatchMetadata, ProducerEntry, ProducerStateManager
+from josefk.log.log_txn import LogTransactions
+from josefk.log.producer_state import BatchMetadata, ProducerStateManager, ProducerUpdate
 from josefk.log.records import keyless_record_indexes
 from josefk.log.segment import DELETED_SUFFIX, Data, LogSegment, TimestampOffset, data_size
 from josefk.protocol.record_batch import (
@@ -32,44 +40,7 @@ from josefk.protocol.record_batch import (
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
-
-
-class OffsetOutOfRangeError(Exception):
-    """A read or DeleteRecords outside [log start offset, log end offset] (error 1)."""
-
-    error_code = 1
-
-
-class RecordTooLargeError(RecordBatchError):
-    """A batch above ``max.message.bytes`` (MESSAGE_TOO_LARGE)."""
-
-    error_code = 10
-
-
-class InvalidTimestampError(RecordBatchError):
-    """A CreateTime too far from the broker's clock (INVALID_TIMESTAMP)."""
-
-    error_code = 32
-
-
-class RecordValidationError(InvalidRecordError):
-    """Records Kafka rejects one by one (INVALID_RECORD with per-record errors, Produce
-    v8+ ``record_errors``): ``record_errors`` holds (index in the batch, message)."""
-
-    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
-        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')"
-                          for i, m in record_errors[:3])
-        super().__init__(f"One or more records have been rejected due to {len(record_errors)} "
-                         f"record errors in total, and only showing the first three errors at "
-                         f"most: [{shown}]")
-        self.record_errors = record_errors
-
-
-class RecordListTooLargeError(RecordBatchError):
-    """Records larger than a whole segment (RECORD_LIST_TOO_LARGE)."""
-
-    error_code = 18
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
 @dataclass(slots=True)
@@ -113,12 +84,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Log:
+class Log(LogTransactions):
     """One partition replica's log in ``<log.dir>/<topic>-<partition>``.
 
     Offsets: the log start offset (lowest readable), the high watermark (what
-    consumers may see), the log end offset (next to assign), and the recovery
-    point (everything below it is fsynced).
+    consumers may see), the last stable offset (what read_committed consumers may
+    see), the log end offset (next to assign), and the recovery point (everything
+    below it is fsynced).
     """
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
@@ -167,32 +139,43 @@ class Log:
             if segment.base_offset in missing and segment.size:
                 logger.warning("rebuilding the missing indexes of %s", segment.log_path)
                 segment.recover()
+        txn_index_from = None
         if clean_shutdown:
             checked_to = recovery_point
         else:
             segments = _recover_segments(segments, recovery_point)
             checked_to = segments[-1].read_next_offset()
+            # The recovered segments' aborted-transaction indexes are rebuilt by replay.
+            txn_index_from = next((s.base_offset for s in reversed(segments)
+                                   if s.base_offset <= recovery_point), segments[0].base_offset)
         segments[-1].make_active()
         log = cls(directory, config, segments, log_start_offset, checked_to)
         log.leader_epochs.truncate_from_end(log.log_end_offset)
-        log._load_producer_state(epochs_from=recovery_point)
+        log._load_producer_state(epochs_from=recovery_point, txn_index_from=txn_index_from)
         return log
 
-    def _load_producer_state(self, epochs_from: int | None = None) -> None:
+    def _load_producer_state(self, epochs_from: int | None = None,
+                             txn_index_from: int | None = None) -> None:
         """Load the newest producer snapshot, then replay the batches after it; the same
-        pass re-assigns leader epochs from ``epochs_from`` on (recovery)."""
-        replay_from = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+        pass re-assigns leader epochs from ``epochs_from`` on and rebuilds the aborted-
+        transaction indexes of the segments from ``txn_index_from`` on (recovery: the
+        snapshot must then be at or below it, as Kafka rebuilds from a segment's base)."""
+        snapshot_limit = self.log_end_offset if txn_index_from is None else txn_index_from
+        replay_from = self.producer_state.load(self.log_start_offset, snapshot_limit)
+        on_completed = self._index_aborted_from(txn_index_from)
         start = replay_from if epochs_from is None else min(replay_from, epochs_from)
         if start >= self.log_end_offset:
             return
         for segment in self.segments[max(0, self._segment_index_for(start)):]:
-            for _, header in segment.batches_from(0):
+            for position, header in segment.batches_from(0):
                 if header.last_offset < start:
                     continue
                 if epochs_from is not None and header.last_offset >= epochs_from:
                     self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
                 if header.last_offset >= replay_from:
-                    self.producer_state.replay(header)
+                    marker = (self._read_marker(segment, position, header)
+                              if header.is_control else None)
+                    self.producer_state.replay(header, marker, on_completed)
         self.producer_state.map_end_offset = self.log_end_offset
 
     # --- offsets -------------------------------------------------------------------
@@ -208,6 +191,7 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self.segments)
@@ -235,11 +219,15 @@ class Log:
         if not self.config.log_append_time:
             self._check_timestamps(batches, now)
         for _, header in batches:
+            if header.is_control:
+                raise InvalidRecordError("Clients are not allowed to write control records in "
+                                         f"topic partition {self.directory.name}")
             if header.has_producer_id:
                 duplicate = self.producer_state.find_duplicate(header)
                 if duplicate is not None:
                     return self._duplicate(duplicate)
                 self.producer_state.validate(header)
+                self.producer_state.validate_txn_state(header)
         offset = self.log_end_offset
         append_time = now if self.config.log_append_time else -1
         if len(batches) == 1 and not isinstance(records, bytearray):
@@ -327,15 +315,16 @@ class Log:
                              chunk[-1][1].last_offset, now)
             self.active_segment.append(chunk_buf, chunk)
         latest_epoch = self.leader_epochs.latest_epoch
-        staged: dict[int, ProducerEntry] = {}
+        update = ProducerUpdate()
+        markers = self._markers(buf, batches)
         for header in headers:
             if header.partition_leader_epoch > latest_epoch:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
                 latest_epoch = header.partition_leader_epoch
             if header.has_producer_id:
-                self.producer_state.stage(staged, header)
+                self.producer_state.stage(update, header, markers.get(header.base_offset))
         self.log_end_offset = last + 1
-        self.producer_state.commit(staged, self.log_end_offset)
+        self.producer_state.commit(update, self.log_end_offset, self._index_aborted)
         self.unflushed_messages += last + 1 - first
         return AppendInfo(first, last, max_ts.max_timestamp, max_ts.last_offset, append_time,
                           self.log_start_offset, headers)
@@ -486,6 +475,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.producer_state.delete_snapshots_above(self.log_end_offset)
         self._load_producer_state()
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log restarts empty at ``offset``."""

@@ -1,9 +1,17 @@
-"""Producer state: per producer id, its epoch and last batches' sequence numbers.
+"""Producer state: per producer id, its epoch, last batches' sequence numbers and open
+transaction.
 
 This is what makes an idempotent producer's retries safe (seed 003): a batch
 whose sequence range matches one of the producer's last five batches is a
 duplicate and is acknowledged with its original offset; a gap in sequences is
 OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH.
+
+Transactions (Kafka's ProducerStateManager): a producer's first transactional batch
+opens its transaction (its first offset is *ongoing*); a COMMIT or ABORT marker
+closes it, unless the marker's coordinator epoch is older than the last one seen
+(TRANSACTION_COORDINATOR_FENCED). A closed transaction stays *unreplicated* until
+the high watermark passes its marker: the first unstable offset, the smallest first
+offset of both, bounds what read_committed consumers see (the LSO).
 
 Updates are staged, validated, and committed only after the append succeeded
 (Kafka's ProducerAppendInfo), so a failed append leaves no state behind. The
@@ -19,12 +27,14 @@ import os
 import re
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import crc32c
 
 from josefk.log.checkpoint import write_atomic
+from josefk.protocol.end_txn_marker import EndTxnMarker
 from josefk.protocol.record_batch import NO_SEQUENCE, BatchHeader, RecordBatchError
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -52,6 +62,18 @@ class InvalidProducerEpochError(RecordBatchError):
     error_code = 47
 
 
+class InvalidTxnStateError(RecordBatchError):
+    """A non-transactional batch while the producer's transaction is open (INVALID_TXN_STATE)."""
+
+    error_code = 48
+
+
+class TransactionCoordinatorFencedError(RecordBatchError):
+    """A marker from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED)."""
+
+    error_code = 52
+
+
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
     first_seq: int
@@ -74,6 +96,7 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
+    last_timestamp: int = -1  # of its last data batch or marker
 
     @property
     def last_seq(self) -> int:
@@ -82,10 +105,6 @@ class ProducerEntry:
     @property
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
-
-    @property
-    def last_timestamp(self) -> int:
-        return self.batches[-1].timestamp if self.batches else -1
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
         if header.producer_epoch != self.epoch:
@@ -98,7 +117,32 @@ class ProducerEntry:
     def copy(self) -> ProducerEntry:
         return ProducerEntry(self.producer_id, self.epoch,
                              deque(self.batches, maxlen=BATCHES_TO_RETAIN),
-                             self.coordinator_epoch, self.current_txn_first_offset)
+                             self.coordinator_epoch, self.current_txn_first_offset,
+                             self.last_timestamp)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker closed: from its first offset to the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
+@dataclass(slots=True)
+class ProducerUpdate:
+    """What one append does to producer state, staged until the append succeeded (Kafka's
+    ProducerAppendInfo, for every producer of the append)."""
+
+    entries: dict[int, ProducerEntry] = field(default_factory=dict)
+    started: list[tuple[int, int]] = field(default_factory=list)  # (first offset, producer)
+    completed: list[CompletedTxn] = field(default_factory=list)
+
+
+#: Called with each completed transaction and the LSO once it completes (the txn index).
+OnCompleted = Callable[[CompletedTxn, int], None]
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -114,6 +158,9 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0  # the state reflects every batch below this offset
+        self.ongoing: dict[int, int] = {}  # first offset -> producer id, undecided
+        # first offset -> (producer id, marker offset): decided, marker above the HW
+        self.unreplicated: dict[int, tuple[int, int]] = {}
 
     # --- the produce path ---------------------------------------------------------
 
@@ -146,38 +193,112 @@ class ProducerStateManager:
                 f"producer {header.producer_id} sent sequence {header.base_sequence} after "
                 f"{entry.last_seq}")
 
-    def stage(self, staged: dict[int, ProducerEntry], header: BatchHeader) -> None:
-        """Record ``header`` (offsets assigned) in ``staged``, copying entries on first touch."""
+    def validate_txn_state(self, header: BatchHeader) -> None:
+        """A producer with an open transaction may only send transactional batches."""
+        entry = self.producers.get(header.producer_id)
+        if entry is not None and entry.current_txn_first_offset >= 0 \
+                and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"non-transactional batch from producer {header.producer_id} while its "
+                f"transaction from offset {entry.current_txn_first_offset} is open")
+
+    def validate_marker(self, producer_id: int, producer_epoch: int,
+                        coordinator_epoch: int) -> None:
+        """A coordinator's marker (Kafka's appendEndTxnMarker checks): not from an older
+        producer epoch, nor from an older coordinator epoch."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker epoch {producer_epoch} of producer {producer_id} is older than "
+                f"{entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of coordinator epoch {coordinator_epoch} for producer {producer_id} "
+                f"is older than {entry.coordinator_epoch}")
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
+
+    def stage(self, update: ProducerUpdate, header: BatchHeader,
+              marker: EndTxnMarker | None = None) -> None:
+        """Record ``header`` (offsets assigned; ``marker`` decoded if it is a control batch)
+        in ``update``, copying entries on first touch."""
+        if header.is_control and marker is None:
+            return  # an emptied or unknown control batch: nothing to end
         pid = header.producer_id
-        entry = staged.get(pid)
+        entry = update.entries.get(pid)
         if entry is None:
             current = self.producers.get(pid)
             entry = current.copy() if current is not None else ProducerEntry(pid)
-            staged[pid] = entry
+            update.entries[pid] = entry
         if header.producer_epoch != entry.epoch:
             entry.epoch = header.producer_epoch
             entry.batches.clear()
-        if header.is_transactional and entry.current_txn_first_offset < 0 \
-                and not header.is_control:
-            entry.current_txn_first_offset = header.base_offset
-        if header.is_control:
+        entry.last_timestamp = header.max_timestamp
+        if marker is not None:
+            if entry.current_txn_first_offset >= 0:
+                update.completed.append(CompletedTxn(pid, entry.current_txn_first_offset,
+                                                     header.base_offset, not marker.commit))
             entry.current_txn_first_offset = -1
-        elif header.base_sequence != NO_SEQUENCE:
+            entry.coordinator_epoch = marker.coordinator_epoch
+            return
+        if header.base_sequence != NO_SEQUENCE:
             entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                                header.last_offset, header.last_offset_delta,
                                                header.max_timestamp))
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = header.base_offset
+            update.started.append((header.base_offset, pid))
 
-    def commit(self, staged: dict[int, ProducerEntry], end_offset: int) -> None:
-        self.producers.update(staged)
+    def commit(self, update: ProducerUpdate, end_offset: int,
+               on_completed: OnCompleted | None = None) -> None:
+        """Apply a staged update; each completed transaction is reported with the LSO it
+        leaves (the next other producer's open transaction, or past its marker)."""
+        self.producers.update(update.entries)
+        for first_offset, pid in update.started:
+            self.ongoing[first_offset] = pid
+        for txn in update.completed:
+            if on_completed is not None:
+                on_completed(txn, self._stable_offset_after(txn))
+            self.ongoing.pop(txn.first_offset, None)
+            self.unreplicated[txn.first_offset] = (txn.producer_id, txn.last_offset)
         self.map_end_offset = max(self.map_end_offset, end_offset)
 
-    def replay(self, header: BatchHeader) -> None:
+    def _stable_offset_after(self, txn: CompletedTxn) -> int:
+        others = [first for first, pid in self.ongoing.items() if pid != txn.producer_id]
+        return min(others) if others else txn.last_offset + 1
+
+    def replay(self, header: BatchHeader, marker: EndTxnMarker | None = None,
+               on_completed: OnCompleted | None = None) -> None:
         """Apply a batch read back from the log (recovery, replication): no validation."""
         if header.has_producer_id:
-            staged: dict[int, ProducerEntry] = {}
-            self.stage(staged, header)
-            self.producers.update(staged)
+            update = ProducerUpdate()
+            self.stage(update, header, marker)
+            self.commit(update, header.next_offset, on_completed)
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
+
+    # --- the last stable offset ---------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction undecided or decided above the HW."""
+        return min((*self.ongoing, *self.unreplicated), default=None)
+
+    @property
+    def first_undecided_offset(self) -> int | None:
+        return min(self.ongoing) if self.ongoing else None
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is replicated stop holding the LSO back."""
+        self._drop_unreplicated_below(high_watermark)
+
+    def _drop_unreplicated_below(self, offset: int) -> None:
+        for first, (_, last) in list(self.unreplicated.items()):
+            if last < offset:
+                del self.unreplicated[first]
 
     # --- expiry and truncation --------------------------------------------------------
 
@@ -196,12 +317,15 @@ class ProducerStateManager:
         Producers stay, as in Kafka since 2.8: a retry of a batch that was deleted is
         still recognised; only producer.id.expiration.ms forgets a producer.
         """
+        self._drop_unreplicated_below(log_start_offset)
         for offset, path in self.snapshots():
             if offset < log_start_offset:
                 path.unlink(missing_ok=True)
 
     def reset(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
         self.map_end_offset = 0
 
     # --- snapshots -------------------------------------------------------------------
@@ -235,6 +359,8 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             self.producers = {e.producer_id: e for e in entries}
+            self.ongoing = {e.current_txn_first_offset: e.producer_id for e in entries
+                            if e.current_txn_first_offset >= 0}
             self.map_end_offset = offset
             return offset
         self.map_end_offset = log_start_offset
@@ -248,7 +374,7 @@ class ProducerStateManager:
 
 def encode_snapshot(entries: object) -> bytes:
     """Kafka's producer snapshot (version 1): version, CRC-32C, then one entry per
-    producer with its last batch."""
+    producer with its last batch, coordinator epoch and open transaction's first offset."""
     body = bytearray(_HEADER.pack(SNAPSHOT_VERSION, 0, 0))
     count = 0
     for entry in entries:  # type: ignore[attr-defined]
@@ -258,7 +384,7 @@ def encode_snapshot(entries: object) -> bytes:
             last.last_seq if last else NO_SEQUENCE,
             last.last_offset if last else -1,
             last.offset_delta if last else 0,
-            last.timestamp if last else -1,
+            entry.last_timestamp,
             entry.coordinator_epoch, entry.current_txn_first_offset)
         count += 1
     struct.pack_into(">i", body, _CRC_FROM, count)
@@ -282,7 +408,8 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
         (pid, epoch, last_seq, last_offset, offset_delta, timestamp, coordinator_epoch,
          txn_first) = _ENTRY.unpack_from(data, _HEADER.size + i * _ENTRY.size)
         entry = ProducerEntry(pid, epoch, coordinator_epoch=coordinator_epoch,
-                              current_txn_first_offset=txn_first)
+                              current_txn_first_offset=txn_first if txn_first >= 0 else -1,
+                              last_timestamp=timestamp)
         if last_offset >= 0:
             first_seq = last_seq - offset_delta if last_seq >= 0 else NO_SEQUENCE
             if first_seq < 0 and last_seq >= 0:

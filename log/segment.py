@@ -1,4 +1,5 @@
-"""A log segment: one ``.log`` file of record batches plus its offset and time indexes."""
+"""A log segment: one ``.log`` file of record batches plus its offset, time and
+aborted-transaction indexes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from josefk.log.index import CorruptIndexError
 from josefk.log.offset_index import OffsetIndex
 from josefk.log.time_index import NO_TIMESTAMP, TimeIndex
+from josefk.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from josefk.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -77,6 +79,7 @@ class LogSegment:
                                         max_index_size, writable=active)
         self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset,
                                     max_index_size, writable=active)
+        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX), base_offset)
         self.created_ms = int(time.time() * 1000)
         self.bytes_since_last_index_entry = 0
         # Loaded lazily from the time index for a segment that already has data.
@@ -293,6 +296,7 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Drop batches at or after the one holding ``offset``; returns bytes removed."""
         found = self.translate_offset(offset)
+        self.txn_index.truncate_to(offset)
         if found is None:
             return 0
         position = found[0]
@@ -395,6 +399,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.offset_index.writable:
@@ -413,9 +418,12 @@ class LogSegment:
             self.offset_index.path.name + DELETED_SUFFIX)
         self.time_index.path = self.time_index.path.with_name(
             self.time_index.path.name + DELETED_SUFFIX)
+        self.txn_index.rename(self.txn_index.path.with_name(
+            self.txn_index.path.name + DELETED_SUFFIX))
 
     def delete_files(self) -> None:
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.release_fd()
         self.log_path.unlink(missing_ok=True)

@@ -334,3 +334,67 @@ def test_dump_log_segments_reads_josefk_log(tmp_path: Path, timestamp_type: str)
         if path.suffix == ".index" and not read_offset_index(path, 0):
             ok = [f"{path} is empty."]
         assert lines == ok, stdout
+
+
+def _txn_batch(pid: int, seq: int, count: int, timestamp: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=True, producer_id=pid,
+        producer_epoch=0, base_sequence=seq, batch_size=1 << 20)
+    for i in range(count):
+        builder.append(i, timestamp=timestamp, key=b"k%d" % i, value=b"v" * 100, headers=[])
+    return bytes(builder.build())
+
+
+def test_dump_log_segments_reads_josefk_transactions(tmp_path: Path) -> None:
+    """Kafka's DumpLogSegments reads our markers (``endTxnMarker: ABORT coordinatorEpoch:``),
+    our ``.txnindex`` entries (version, producerId, firstOffset, lastOffset,
+    lastStableOffset) and an open transaction and coordinator epoch in our ``.snapshot``."""
+    cls = kafka_dump_class()
+    log = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=1024))
+    now = int(time.time() * 1000)
+    p1, p2 = 4242, 777
+    log.append_as_leader(_txn_batch(p1, 0, 3, now), 0)  # 0-2
+    log.append_as_leader(_txn_batch(p2, 0, 2, now), 0)  # 3-4
+    for i in range(12):  # spread the transactions over several segments
+        log.append_as_leader(_txn_batch(p1, 3 + i, 1, now), 0)  # 5-16
+    log.append_control_batch(p1, 0, 6, commit=False, leader_epoch=0)  # 17: p2 still open
+    log.append_control_batch(p2, 0, 6, commit=True, leader_epoch=0)  # 18
+    log.append_as_leader(_txn_batch(p2, 2, 1, now), 0)  # 19: open
+    log.append_control_batch(p2, 0, 7, commit=False, leader_epoch=0)  # 20
+    log.append_as_leader(_txn_batch(p1, 15, 1, now), 0)  # 21: open at the snapshot
+    log.close()
+    log_dir = tmp_path / "topic-0"
+    txnindexes = sorted(log_dir.glob("*.txnindex"))
+    assert len(list(log_dir.glob("*.log"))) > 1 and txnindexes
+    files = [*sorted(log_dir.glob("*.log")), *txnindexes, log_dir / f"{22:020d}.snapshot"]
+    stdout, _ = run_dump(cls, files, "--print-data-log")
+    dumped = sections(stdout)
+
+    markers = [(int(m[1]), m[2], int(m[3])) for name, lines in dumped.items()
+               if name.endswith(".log") for line in lines
+               if (m := re.search(r"\| offset: (\d+) .* endTxnMarker: (\w+) "
+                                  r"coordinatorEpoch: (\d+)", line))]
+    assert markers == [(17, "ABORT", 6), (18, "COMMIT", 6), (20, "ABORT", 7)]
+    controls = [line for name, lines in dumped.items() if name.endswith(".log")
+                for line in lines if "isControl: true" in line]
+    assert len(controls) == 3 and all("isTransactional: true" in c for c in controls)
+
+    entries = [dict(re.findall(r"(\w+): (-?\d+)", line)) for path in txnindexes
+               for line in dumped[path.name] if line.strip()]
+    assert entries == [
+        {"version": "0", "producerId": str(p1), "firstOffset": "0", "lastOffset": "17",
+         "lastStableOffset": "3"},
+        {"version": "0", "producerId": str(p2), "firstOffset": "19", "lastOffset": "20",
+         "lastStableOffset": "21"},
+    ]
+    raw = b"".join(p.read_bytes() for p in txnindexes)
+    assert raw == (struct.pack(">hqqqq", 0, p1, 0, 17, 3)
+                   + struct.pack(">hqqqq", 0, p2, 19, 20, 21))
+
+    snapshot = {f["producerId"]: f for line in dumped[f"{22:020d}.snapshot"]
+                if line.startswith("producerId")
+                for f in [dict(re.findall(r"(\w+): (\S+)", line))]}
+    assert snapshot[str(p1)]["currentTxnFirstOffset"] in ("21", "OptionalLong[21]")
+    assert snapshot[str(p1)]["coordinatorEpoch"] == "6"
+    assert snapshot[str(p2)]["coordinatorEpoch"] == "7"
+    assert snapshot[str(p2)]["currentTxnFirstOffset"] in ("-1", "OptionalLong.empty")

@@ -1,5 +1,8 @@
 """Fetch: read partitions up to the high watermark, long-poll for ``min_bytes``.
 
+A read_committed consumer (isolation_level 1) reads up to the last stable offset and
+gets the aborted transactions overlapping what it reads, to drop their records.
+
 A follower's fetch (a replica id >= 0) reads up to the log end offset instead, tells
 the leader how far the follower has got (which moves the high watermark and may
 bring it back into the ISR), and gets the diverging epoch when its last fetched
@@ -60,6 +63,7 @@ class PartitionRead:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     region: FileRegion | None = None
+    aborted: list[tuple[int, int]] | None = None  # (producer id, first offset)
     keys: list[Any] = field(default_factory=list)
 
     def release(self) -> None:
@@ -146,7 +150,7 @@ def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
         r.error_code = e.error_code
         return 0
     log = partition.log
-    upper = r.last_stable_offset if read_committed else log.high_watermark
+    upper = log.high_watermark
     if replica >= 0:
         if replica not in partition.replicas:
             r.error_code = NOT_LEADER_OR_FOLLOWER
@@ -157,8 +161,10 @@ def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
     r.high_watermark = log.high_watermark
     r.last_stable_offset = partition.last_stable_offset
     r.log_start_offset = log.log_start_offset
+    read_committed = read_committed and replica < 0
     if read_committed:
         upper = r.last_stable_offset
+        r.aborted = []
     try:
         piece = log.read(r.fetch_offset, limit, max_offset=upper, min_one_message=min_one)
     except OffsetOutOfRangeError:
@@ -169,6 +175,8 @@ def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
         r.high_watermark = log.high_watermark
     if piece.length == 0:
         return 0
+    if read_committed:
+        r.aborted = log.aborted_transactions_in(piece, r.fetch_offset, upper)
     # A private descriptor: the segment may roll or be deleted while we send.
     r.region = FileRegion(os.dup(piece.fd), piece.position, piece.length)
     return piece.length
@@ -203,7 +211,8 @@ def _encode(request: Request, reads: list[PartitionRead]) -> Response:
         part = PartitionResp(
             partition_index=r.index, error_code=r.error_code, high_watermark=r.high_watermark,
             last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-            aborted_transactions=None, preferred_read_replica=-1, records=records)
+            aborted_transactions=_aborted(r.aborted), preferred_read_replica=-1,
+            records=records)
         if r.diverging_epoch is not None and version >= 12:
             part.diverging_epoch = PartitionResp.EpochEndOffset(
                 epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])
@@ -222,6 +231,13 @@ def _encode(request: Request, reads: list[PartitionRead]) -> Response:
         for region in regions.values():
             region.close()
         raise
+
+
+def _aborted(aborted: list[tuple[int, int]] | None) -> list[Any] | None:
+    if aborted is None:
+        return None
+    return [PartitionResp.AbortedTransaction(producer_id=pid, first_offset=first)
+            for pid, first in aborted]
 
 
 HANDLERS = {ApiKey.Fetch: handle}

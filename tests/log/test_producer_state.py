@@ -236,7 +236,8 @@ entries_st = st.lists(
 def entry_from(pid: int, epoch: int, last_seq: int, last_offset: int, delta: int, ts: int,
                coord: int, txn: int) -> ProducerEntry:
     first_seq = (last_seq - delta) % (1 << 31)
-    entry = ProducerEntry(pid, epoch, coordinator_epoch=coord, current_txn_first_offset=txn)
+    entry = ProducerEntry(pid, epoch, coordinator_epoch=coord, current_txn_first_offset=txn,
+                          last_timestamp=ts)
     entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset, delta, ts))
     return entry
 
