@@ -57,6 +57,12 @@ from josefk.cluster.group_state import (
 )
 from josefk.cluster.metadata import BrokerInfo, ClusterError
 from josefk.cluster.partition import PartitionError
+from josefk.cluster.txn_offsets import (
+    PendingTxnOffsets,
+    build_txn_batch,
+    offset_records,
+    validate_txn_commit,
+)
 from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.record_batch import HEADER_SIZE, RecordBatchError
 
@@ -86,6 +92,7 @@ class GroupCoordinator:
             offset_metadata_max_bytes=config.values.get("offset.metadata.max.bytes", 4096),
             offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000)
         self.groups = Groups(self.config, clock)
+        self.pending_txn = PendingTxnOffsets()
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
         # Timers: (deadline, seq, group id) and the deadline last pushed per group.
@@ -185,6 +192,7 @@ class GroupCoordinator:
             del self.groups.groups[group_id]
         for group_id in [g for g in self.groups.offsets if partition_for(g, count) == p]:
             del self.groups.offsets[group_id]
+        self.pending_txn.drop(lambda g: partition_for(g, count) == p)
         self.loaded.discard(p)
         logger.info("unloaded %s-%d: this broker no longer leads it", OFFSETS_TOPIC, p)
 
@@ -222,6 +230,8 @@ class GroupCoordinator:
                             self._replay_loaded(record, touched)
                 if offset == before:
                     break  # nothing whole could be read
+            for producer_id, records in pending.items():
+                self.pending_txn.add(producer_id, records)  # still open at the log end
         except (RecordBatchError, OffsetOutOfRangeError, KafkaError, OSError, ValueError) as e:
             logger.error("loading %s-%d stopped at offset %d: %s", OFFSETS_TOPIC, p, offset, e)
         finally:
@@ -408,12 +418,62 @@ class GroupCoordinator:
             return dict.fromkeys(every, error)
         return result.response
 
-    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+    def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None,
+                      require_stable: bool = False
                       ) -> tuple[Error, list[tuple[str, list[FetchedOffset]]]]:
         error = self.check(group_id)
         if error is not Error.NONE:
             return error, []
-        return Error.NONE, self.groups.fetch_offsets(group_id, topics)
+        fetched = self.groups.fetch_offsets(group_id, topics)
+        if require_stable:
+            fetched = [(t, [FetchedOffset(o.partition, error=Error.UNSTABLE_OFFSET_COMMIT)
+                            if self.pending_txn.is_pending(group_id, t, o.partition) else o
+                            for o in offsets]) for t, offsets in fetched]
+        return Error.NONE, fetched
+
+    # --- transactional offsets ---------------------------------------------------------------
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           member_id: str, group_instance_id: str | None, generation_id: int,
+                           topics: Sequence[tuple[str, Sequence[tuple[int, int, int,
+                                                                      str | None]]]]) -> int:
+        """TxnOffsetCommit: append the offsets in the producer's transaction; they are
+        the group's once its COMMIT marker arrives (`complete_txn_offsets`)."""
+        error = self.check(group_id) if group_id else Error.INVALID_GROUP_ID
+        if error is Error.NONE:
+            error = validate_txn_commit(self.groups.get(group_id), member_id,
+                                        group_instance_id, generation_id)
+        if error is not Error.NONE:
+            return error
+        limit = self.config.offset_metadata_max_bytes
+        if any(len(m or "") > limit for _, parts in topics for _, _, _, m in parts):
+            return Error.OFFSET_METADATA_TOO_LARGE
+        records = offset_records(group_id, topics, self.clock())
+        partition = self.broker.partition(OFFSETS_TOPIC, self.partition_for(group_id))
+        if partition is None or not partition.is_leader:
+            return Error.NOT_COORDINATOR
+        batch = build_txn_batch(map(encode_record, records), producer_id, producer_epoch,
+                                self.clock())
+        try:
+            partition.append_records(batch, required_acks=-1)
+        except (RecordBatchError, PartitionError) as e:
+            logger.info("TxnOffsetCommit of %s refused: %s", group_id, e)
+            return append_error_to_response_error(e.error_code)
+        except OSError as e:
+            logger.error("writing to %s-%d failed: %s", OFFSETS_TOPIC, partition.index, e)
+            return Error.NOT_COORDINATOR
+        self.pending_txn.add(producer_id, records)
+        return Error.NONE
+
+    def complete_txn_offsets(self, producer_id: int, partition: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` was written to ``partition``: its
+        pending offsets there become the groups' (commit) or are dropped (abort)."""
+        count = self.num_partitions
+        records = self.pending_txn.complete(producer_id,
+                                            lambda g: partition_for(g, count) == partition)
+        if commit:
+            for record in records:
+                self.groups.replay(record)
 
     def delete_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
                        ) -> tuple[Error, list[tuple[str, list[tuple[int, Error]]]]]:

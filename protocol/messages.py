@@ -52,6 +52,8 @@ from kafka.protocol.admin import (
     DescribeProducersResponse,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
@@ -60,6 +62,8 @@ from kafka.protocol.admin import (
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
@@ -106,6 +110,8 @@ from kafka.protocol.producer import (
     ProduceResponse,
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from .controller_messages import (
@@ -171,6 +177,7 @@ _PAIRS: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
     (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
     (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
     (EndTxnRequest, EndTxnResponse),
+    (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
     (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
     (DescribeConfigsRequest, DescribeConfigsResponse),
     (AlterConfigsRequest, AlterConfigsResponse),
@@ -187,6 +194,8 @@ _PAIRS: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
     (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     (DescribeClusterRequest, DescribeClusterResponse),
     (DescribeProducersRequest, DescribeProducersResponse),
+    (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    (ListTransactionsRequest, ListTransactionsResponse),
     (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
 )
 

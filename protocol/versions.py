@@ -72,6 +72,7 @@ _TABLE = {
     ApiKey.AddPartitionsToTxn: _V(0, 5),
     ApiKey.AddOffsetsToTxn: _V(0, 4),
     ApiKey.EndTxn: _V(0, 5),
+    ApiKey.WriteTxnMarkers: _V(1, 1),
     ApiKey.TxnOffsetCommit: _V(0, 5),
     ApiKey.DescribeConfigs: _V(1, 4),
     ApiKey.AlterConfigs: _V(0, 2),
@@ -88,6 +89,8 @@ _TABLE = {
     ApiKey.AllocateProducerIds: _V(0, 0),
     ApiKey.DescribeCluster: _V(0, 2),
     ApiKey.DescribeProducers: _V(0, 0),
+    ApiKey.DescribeTransactions: _V(0, 0),
+    ApiKey.ListTransactions: _V(0, 1),
     ApiKey.DescribeTopicPartitions: _V(0, 0),
 }
 SUPPORTED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import trio
@@ -14,10 +14,14 @@ from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
 from josefk.cluster.partition import Partition, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
+from josefk.cluster.txn_log import TopicPartition
+from josefk.cluster.txn_service import TxnService
+from josefk.cluster.txn_state import TxnError
 from josefk.log.config import LogConfig
 from josefk.log.log import now_ms
 from josefk.log.manager import LogManager, write_checkpoints
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
+from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.cluster_node import ClusterNode, open_replica_partition
@@ -39,16 +43,21 @@ from josefk.server.handlers import (
     producers,
     records,
     topics,
+    transactions,
+    txn_offsets,
 )
 from josefk.server.log_cleaner import LogCleanerService
+from josefk.server.producer_id_blocks import ProducerIdUnavailableError
 from josefk.server.purgatory import Purgatory
+from josefk.server.txn_markers import MarkerChannel, wait_replicated
 from josefk.server.zero_copy import Part
 
 logger = logging.getLogger(__name__)
 
 # Each module maps the api keys it serves to its handlers in HANDLERS.
 HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics,
-                   admin, configs, records, groups, offsets, producers, controller_apis]
+                   admin, configs, records, groups, offsets, producers, controller_apis,
+                   transactions, txn_offsets]
 # Served only in a cluster (zookeeper.connect set).
 CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
@@ -95,6 +104,10 @@ class Broker:
         self.startup_hooks.append(self.group_coordinator.startup)
         self.background_tasks.append(self.group_coordinator.run)
         # --- end group coordinator ---
+        self.txn_service = TxnService(self)
+        self.txn_markers = MarkerChannel(self)
+        self.startup_hooks.append(self.txn_service.startup)
+        self.background_tasks.append(self.txn_service.run)
         self.log_cleaner = LogCleanerService(self)
         self.startup_hooks.insert(0, self.log_cleaner.startup)
         self.background_tasks.append(self.log_cleaner.run)
@@ -173,6 +186,28 @@ class Broker:
     def on_leadership_change(self) -> None:
         """LeaderAndIsr or StopReplica changed what this broker leads."""
         self.group_coordinator.on_leadership_change()
+        self.txn_service.on_leadership_change()
+
+    # --- what the transaction coordinator needs (cluster.txn_host.TxnHost) ---
+
+    async def next_producer_id(self) -> int:
+        if self.cluster is None:
+            return self.producer_ids.next_id()
+        try:
+            return await self.cluster.producer_ids.next_id()
+        except ProducerIdUnavailableError as e:
+            raise TxnError(COORDINATOR_LOAD_IN_PROGRESS) from e
+
+    async def wait_replicated(self, partition: Partition, end_offset: int,
+                              timeout_s: float) -> int:
+        return await wait_replicated(self, partition, end_offset, timeout_s)
+
+    async def write_txn_markers(self, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int, commit: bool,
+                                partitions: Iterable[TopicPartition]
+                                ) -> tuple[dict[TopicPartition, int], set[TopicPartition]]:
+        return await self.txn_markers.write(producer_id, producer_epoch, coordinator_epoch,
+                                            commit, partitions)
 
     def partition_view(self, topic: str, index: int) -> PartitionView | None:
         """The partition's leader, epoch, replicas and ISR as the cluster knows them."""

@@ -57,8 +57,8 @@ async def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any
     if key_type == GROUP_KEY:
         error, node = await broker.group_coordinator.coordinator_node(key)
     elif key_type == TRANSACTION_KEY:
-        # No transaction coordinator yet.
-        error, node = Error.COORDINATOR_NOT_AVAILABLE, None
+        code, node = await broker.txn_service.coordinator_node(key)
+        error = Error(code)
     else:
         error, node = Error.INVALID_REQUEST, None  # share groups (key type 2) and unknown types
     if node is None:

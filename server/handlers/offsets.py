@@ -93,12 +93,13 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
     coordinator = broker.group_coordinator
+    stable = version >= 7 and body.require_stable
     if version >= 8:
         groups = []
         for group in body.groups:
             topics = None if group.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in group.topics]
-            error, fetched = coordinator.fetch_offsets(group.group_id, topics)
+            error, fetched = coordinator.fetch_offsets(group.group_id, topics, stable)
             groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
                 FetchGroupTopic(name=name, partitions=[
                     FetchGroupPartition(**_partition(o)) for o in offsets])
@@ -106,7 +107,7 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Response:
         return {"throttle_time_ms": 0, "groups": groups}
     topics = None if body.topics is None else \
         [(t.name, list(t.partition_indexes)) for t in body.topics]
-    error, fetched = coordinator.fetch_offsets(body.group_id, topics)
+    error, fetched = coordinator.fetch_offsets(body.group_id, topics, stable)
     return {"throttle_time_ms": 0, "error_code": error, "topics": [
         FetchTopic(name=name, partitions=[FetchPartition(**_partition(o)) for o in offsets])
         for name, offsets in fetched]}

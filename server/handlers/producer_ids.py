@@ -1,4 +1,5 @@
-"""InitProducerId: producer ids and epochs for idempotent producers."""
+"""InitProducerId: producer ids and epochs for idempotent producers (a transactional id's
+go to the transaction coordinator)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
 
-from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE
+from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.handlers.transactions import init_transactional_producer_id
 from josefk.server.producer_id_blocks import ProducerIdUnavailableError
 
 if TYPE_CHECKING:
@@ -22,10 +24,7 @@ logger = logging.getLogger(__name__)
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
     if body.transactional_id is not None:
-        logger.info("InitProducerId for transactional id %r: transactions are not supported",
-                    body.transactional_id)
-        return {"throttle_time_ms": 0, "error_code": COORDINATOR_NOT_AVAILABLE,
-                "producer_id": -1, "producer_epoch": -1}
+        return await init_transactional_producer_id(broker, request)
     if broker.cluster is not None:
         # As Kafka for a producer without a transactional id: always a new id, from a
         # block the controller gave this broker.

@@ -24,7 +24,8 @@ KAFKA_4_0 = {
     "DescribeConfigs": (1, 4), "AlterConfigs": (0, 2), "DescribeLogDirs": (1, 4),
     "CreatePartitions": (0, 3), "DeleteGroups": (0, 2), "IncrementalAlterConfigs": (0, 1),
     "OffsetDelete": (0, 0), "DescribeCluster": (0, 2), "DescribeTopicPartitions": (0, 0),
-    "DescribeProducers": (0, 0), "AlterReplicaLogDirs": (1, 2),
+    "DescribeProducers": (0, 0), "AlterReplicaLogDirs": (1, 2), "WriteTxnMarkers": (1, 1),
+    "DescribeTransactions": (0, 0), "ListTransactions": (0, 1),
 }
 # Apache Kafka 3.9.1's ranges for the inter-broker apis of ZooKeeper mode.
 KAFKA_3_9_ZK = {
@@ -105,7 +106,7 @@ def test_enabled_keys_always_include_apiversions_and_drop_unknown():
 
 
 def test_advertised_versions_sorted_and_filtered():
-    ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.WriteTxnMarkers])
+    ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.SaslHandshake])
     assert list(ads) == [0, 1, 18]
     assert ads[0] == VersionRange(0, 12)
     assert ads[18] == VersionRange(0, 4)

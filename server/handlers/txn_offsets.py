@@ -1,0 +1,58 @@
+"""TxnOffsetCommit: a transactional producer's consumed offsets, committed with its
+transaction (``send_offsets_to_transaction``). The group coordinator keeps them pending
+until the transaction's marker reaches the group's ``__consumer_offsets`` partition."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import TxnOffsetCommitResponse
+
+from josefk.cluster.group_state import Error
+from josefk.protocol.messages import Request
+from josefk.server.handlers import Response
+
+if TYPE_CHECKING:
+    from josefk.server.broker import Broker
+
+TopicResp = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+PartitionResp = TopicResp.TxnOffsetCommitResponsePartition
+
+
+async def handle(broker: Broker, request: Request) -> Response:
+    body = request.body
+    version = request.api_version
+    errors: dict[tuple[str, int], int] = {}
+    valid: list[tuple[str, list[tuple[int, int, int, str | None]]]] = []
+    for topic in body.topics:
+        known = broker.store.get(topic.name)
+        commits = []
+        for p in topic.partitions:
+            if known is None or p.partition_index not in known.partitions:
+                errors[(topic.name, p.partition_index)] = Error.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                commits.append((p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if version >= 2 else -1,
+                                p.committed_metadata))
+        if commits:
+            valid.append((topic.name, commits))
+    if valid:
+        coordinator = broker.group_coordinator
+        error = coordinator.txn_commit_offsets(
+            body.group_id, body.producer_id, body.producer_epoch,
+            body.member_id if version >= 3 else "",
+            body.group_instance_id if version >= 3 else None,
+            body.generation_id if version >= 3 else -1, valid)
+        if error == Error.NONE and not await broker.group_write_replicated(body.group_id):
+            error = Error.COORDINATOR_NOT_AVAILABLE
+        for name, commits in valid:
+            errors.update(((name, p), error) for p, _, _, _ in commits)
+    by_topic: dict[str, list[PartitionResp]] = {}
+    for (name, p), error in errors.items():
+        by_topic.setdefault(name, []).append(PartitionResp(partition_index=p, error_code=error))
+    return {"throttle_time_ms": 0, "topics": [
+        TopicResp(name=name, partitions=parts) for name, parts in by_topic.items()]}
+
+
+HANDLERS = {ApiKey.TxnOffsetCommit: handle}
