@@ -103,6 +103,12 @@ bench-quick: $(BENCH) kafka-jars
 bench-cluster: $(BENCH) zookeeper-jars kafka39-jars
 	$(BIN)/python -m bench.cluster $(ARGS)
 
+## Log compaction vs Apache Kafka 4.x: cleaning MB/s and group coordinator start-up after
+## 1M offset commits, 3 alternating rounds (~10-15 min); ARGS for options (--quick).
+.PHONY: bench-compaction
+bench-compaction: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.compaction $(ARGS)
+
 ## Storage engine throughput against a plain os.write loop (1 GiB).
 bench-log: install
 	$(BIN)/python bench/log_append.py

@@ -70,9 +70,9 @@ def kafka_available() -> str | None:
     return None
 
 
-def josefk_args(port: int, data_dir: Path) -> list[str]:
+def josefk_args(port: int, data_dir: Path, log_level: str = "WARNING") -> list[str]:
     """``serve`` and its arguments: the port, the data dir, the single-node overrides."""
-    args = ["serve", "--log-level", "WARNING",
+    args = ["serve", "--log-level", log_level,
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override", f"log.dirs={data_dir}"]
     for key, value in SINGLE_NODE_OVERRIDES.items():
@@ -80,10 +80,10 @@ def josefk_args(port: int, data_dir: Path) -> list[str]:
     return args
 
 
-def josefk_command(port: int, data_dir: Path) -> list[str]:
+def josefk_command(port: int, data_dir: Path, log_level: str = "WARNING") -> list[str]:
     script = Path(sys.executable).with_name("josefk")
     head = [str(script)] if script.exists() else [sys.executable, "-m", "josefk.server"]
-    return head + josefk_args(port, data_dir)
+    return head + josefk_args(port, data_dir, log_level)
 
 
 def cprofile_command(port: int, data_dir: Path, stats_path: Path) -> list[str]:
@@ -100,11 +100,20 @@ class BrokerError(RuntimeError):
 
 
 class BrokerProcess:
-    """One broker process on 127.0.0.1:``port`` with data in ``data_dir``."""
+    """One broker process on 127.0.0.1:``port`` with data in ``data_dir``.
+
+    ``overrides`` are broker configs given to either kind (``--override K=V``, after
+    the single-node ones); ``env`` is added to the environment (e.g. ``KAFKA_OPTS``);
+    ``log_level`` is josefk's ``--log-level``."""
 
     def __init__(self, kind: str, data_dir: Path, port: int | None = None,
-                 log_path: Path | None = None, command: list[str] | None = None) -> None:
+                 log_path: Path | None = None, command: list[str] | None = None,
+                 overrides: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                 log_level: str = "WARNING") -> None:
         self.kind = kind
+        self.overrides = dict(overrides or {})
+        self.extra_env = dict(env or {})
+        self.log_level = log_level
         self.data_dir = data_dir
         self.port = port or free_port()
         self.log_path = log_path or data_dir.with_name(data_dir.name + ".log")
@@ -130,11 +139,15 @@ class BrokerProcess:
         if self._command is not None:
             return self._command
         if self.kind == "josefk":
-            return josefk_command(self.port, self.data_dir)
-        return [str(START_KRAFT), str(self.data_dir), str(self.port)]
+            head = josefk_command(self.port, self.data_dir, self.log_level)
+        else:
+            head = [str(START_KRAFT), str(self.data_dir), str(self.port)]
+        for key, value in self.overrides.items():
+            head += ["--override", f"{key}={value}"]
+        return head
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {**os.environ, **self.extra_env}
         if self.kind == "kafka":
             if self.controller_port is None:
                 self.controller_port = _previous_controller_port(self.data_dir) or free_port()
