@@ -159,6 +159,7 @@ class ReplicaFetcher:
     async def _truncate(self, peer: PeerConnection,
                         partitions: dict[TP, tuple[_Following, Partition]]) -> None:
         asks: dict[str, list[Any]] = {}
+        sent_epochs = {tp: partition.leader_epoch for tp, (_, partition) in partitions.items()}
         for (topic, index), (following, partition) in partitions.items():
             latest = partition.log.leader_epochs.latest_epoch
             if latest == UNDEFINED_EPOCH:
@@ -176,8 +177,9 @@ class ReplicaFetcher:
         response = await peer.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
         for topic in response.topics:
             for p in topic.partitions:
-                entry = partitions.get((topic.topic, p.partition))
-                if entry is None:
+                tp = (topic.topic, p.partition)
+                entry = partitions.get(tp)
+                if entry is None or not self._unchanged(tp, *entry, sent_epochs[tp]):
                     continue
                 following, partition = entry
                 if p.error_code != NONE:
@@ -187,6 +189,19 @@ class ReplicaFetcher:
                     self._back_off(following)
                     continue
                 self._apply_truncation(partition, following, p.leader_epoch, p.end_offset)
+
+    def _unchanged(self, tp: TP, following: _Following, partition: Partition,
+                   leader_epoch: int) -> bool:
+        """True while ``tp`` is fetched from this leader as when the request went out.
+
+        An answer to a request sent before a leadership change (a new leader, a new
+        epoch, the partition followed afresh) must change nothing: a stale
+        OffsetForLeaderEpoch answer from a deposed leader, applied after this replica
+        fetched from the new one, cut acknowledged records out of the middle of its
+        log (found by `make chaos`, seed 103; Kafka's fetcher checks the same).
+        """
+        return (self.partitions.get(tp) is following and partition.leader_id == self.leader_id
+                and partition.leader_epoch == leader_epoch)
 
     def _apply_truncation(self, partition: Partition, following: _Following, epoch: int,
                           end_offset: int) -> None:
@@ -207,8 +222,10 @@ class ReplicaFetcher:
     async def _fetch(self, peer: PeerConnection,
                      partitions: dict[TP, tuple[_Following, Partition]]) -> None:
         topics: dict[str, list[Any]] = {}
+        sent: dict[TP, tuple[int, int]] = {}
         for (topic, index), (_, partition) in partitions.items():
             log = partition.log
+            sent[(topic, index)] = (partition.leader_epoch, log.log_end_offset)
             topics.setdefault(topic, []).append(_FetchTopic.FetchPartition(
                 partition=index, current_leader_epoch=partition.leader_epoch,
                 fetch_offset=log.log_end_offset,
@@ -223,15 +240,19 @@ class ReplicaFetcher:
         response = await peer.request(request, FETCH_VERSION)
         for topic in response.responses:
             for data in topic.partitions:
-                entry = partitions.get((topic.topic, data.partition_index))
-                if entry is not None:
-                    self._process(entry[1], entry[0], data)
+                tp = (topic.topic, data.partition_index)
+                entry = partitions.get(tp)
+                if entry is None:
+                    continue
+                following, partition = entry
+                leader_epoch, fetch_offset = sent[tp]
+                # The records start at the fetch offset: appended anywhere else (the log
+                # was truncated meanwhile) they would leave a hole or overlap.
+                if (self._unchanged(tp, following, partition, leader_epoch)
+                        and partition.log.log_end_offset == fetch_offset):
+                    self._process(partition, following, data)
 
     def _process(self, partition: Partition, following: _Following, data: Any) -> None:
-        if self.partitions.get((partition.topic, partition.index)) is not following:
-            return  # removed or re-added while the fetch was in flight
-        if partition.leader_id != self.leader_id:
-            return
         if data.error_code == OFFSET_OUT_OF_RANGE:
             following.truncating = True
             self._back_off(following)

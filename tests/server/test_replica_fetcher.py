@@ -1,0 +1,177 @@
+"""A follower's fetcher ignores answers to requests sent before a leadership change.
+
+Regression test for the loss `make chaos` found (seed 103): broker 1 followed broker 2
+at epoch 13 and asked it OffsetForLeaderEpoch; broker 2 was paused (SIGSTOP), broker 3
+became leader at epoch 14 and broker 1 fetched from it; when broker 2 woke up, its
+stale answer ("epoch 12 ends at 8528") truncated broker 1's log, and the Fetch answer
+from broker 3 then in flight (records from 9583) was appended at 8528, leaving a hole
+of a thousand acknowledged records that broker 1, later leader, never served. The
+fetcher talks to a stand-in peer here; the log and partition are real.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import trio
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from josefk.cluster.partition import Partition
+from josefk.log.config import LogConfig
+from josefk.log.log import Log
+from josefk.server.replication import ReplicaFetcher
+
+TP = ("t", 0)
+CONFIG = SimpleNamespace(values={
+    "replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
+    "replica.fetch.response.max.bytes": 10 << 20, "replica.fetch.max.bytes": 1 << 20,
+    "replica.fetch.backoff.ms": 100, "replica.socket.timeout.ms": 30_000,
+})
+
+
+def batch(base_offset: int, count: int, leader_epoch: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 20)
+    for i in range(count):
+        builder.append(i, timestamp=1_700_000_000_000, key=None, value=b"v%d" % i, headers=[])
+    buf = bytearray(builder.build())
+    # Base offset and partition leader epoch sit outside the CRC.
+    struct.pack_into(">q", buf, 0, base_offset)
+    struct.pack_into(">i", buf, 12, leader_epoch)
+    return bytes(buf)
+
+
+class Host:
+    """The broker as the fetcher sees it: one followed partition."""
+
+    node_id = 1
+    config = CONFIG
+    broker_epoch = 1
+    controller_id = 3
+
+    def __init__(self, partition: Partition) -> None:
+        self._partition = partition
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self._partition if (topic, index) == TP else None
+
+    def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        return ("127.0.0.1", 9000 + broker_id)
+
+
+class HeldPeer:
+    """Takes one request and answers it only when the test says so."""
+
+    def __init__(self) -> None:
+        self.sent = trio.Event()
+        self.request: Any = None
+        self._answer: Any = None
+        self._release = trio.Event()
+
+    async def request_(self, request: Any, version: int) -> Any:
+        self.request = request
+        self.sent.set()
+        await self._release.wait()
+        return self._answer
+
+    def answer(self, response: Any) -> None:
+        self._answer = response
+        self._release.set()
+
+
+def follower(tmp_path: Path) -> Partition:
+    """Broker 1 following broker 2 at epoch 13, holding offsets 0-9 written in epoch 12
+    (two batches: a log is cut only between batches)."""
+    log = Log.open(tmp_path / "t-0", LogConfig(), clean_shutdown=True)
+    log.append_as_follower(batch(0, 4, 12))
+    log.append_as_follower(batch(4, 6, 12))
+    return Partition(topic="t", index=0, topic_id=uuid.uuid4(), log=log, node_id=1,
+                     replicas=[1, 2, 3], isr=[2, 1, 3], leader_epoch=13, leader=2)
+
+
+def offset_for_leader_epoch_answer(epoch: int, end_offset: int) -> Any:
+    p = SimpleNamespace(partition=0, error_code=0, leader_epoch=epoch, end_offset=end_offset)
+    return SimpleNamespace(topics=[SimpleNamespace(topic="t", partitions=[p])])
+
+
+def fetch_answer(records: bytes, high_watermark: int) -> Any:
+    data = SimpleNamespace(partition_index=0, error_code=0, high_watermark=high_watermark,
+                           diverging_epoch=None, records=records)
+    return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[data])])
+
+
+async def run_round(fetcher: ReplicaFetcher, peer: HeldPeer) -> None:
+    wrapper = SimpleNamespace(request=peer.request_)
+    await fetcher._round(wrapper)  # type: ignore[arg-type]
+
+
+async def test_a_deposed_leaders_late_truncation_answer_changes_nothing(tmp_path: Path) -> None:
+    partition = follower(tmp_path)
+    fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
+    fetcher.add(TP)
+    peer = HeldPeer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_round, fetcher, peer)
+        await peer.sent.wait()
+        # Broker 2 stalls; broker 3 leads at epoch 14 and this replica follows it.
+        partition.apply_leadership(3, 14, [3, 1], [1, 2, 3], 25)
+        fetcher.remove(TP)
+        partition.log.append_as_follower(batch(10, 5, 14))  # fetched from broker 3
+        peer.answer(offset_for_leader_epoch_answer(epoch=12, end_offset=4))
+    assert partition.log.log_end_offset == 15
+
+
+async def test_the_same_leader_re_followed_ignores_the_old_answer(tmp_path: Path) -> None:
+    partition = follower(tmp_path)
+    fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
+    fetcher.add(TP)
+    peer = HeldPeer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_round, fetcher, peer)
+        await peer.sent.wait()
+        # LeaderAndIsr again (same leader, same epoch): the partition is followed afresh.
+        fetcher.remove(TP)
+        fetcher.add(TP)
+        peer.answer(offset_for_leader_epoch_answer(epoch=12, end_offset=4))
+    assert partition.log.log_end_offset == 10
+
+
+async def test_fetched_records_land_only_at_the_offset_they_were_fetched_for(
+    tmp_path: Path,
+) -> None:
+    partition = follower(tmp_path)
+    fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
+    fetcher.add(TP)
+    fetcher.partitions[TP].truncating = False
+    peer = HeldPeer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_round, fetcher, peer)
+        await peer.sent.wait()
+        assert peer.request.topics[0].partitions[0].fetch_offset == 10
+        partition.log.truncate_to(4)  # the log moved while the fetch was in flight
+        peer.answer(fetch_answer(batch(10, 5, 13), high_watermark=15))
+    assert partition.log.log_end_offset == 4
+
+
+async def test_an_answer_for_the_current_state_is_applied(tmp_path: Path) -> None:
+    partition = follower(tmp_path)
+    fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
+    fetcher.add(TP)
+    peer = HeldPeer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_round, fetcher, peer)
+        await peer.sent.wait()
+        peer.answer(offset_for_leader_epoch_answer(epoch=12, end_offset=4))
+    assert partition.log.log_end_offset == 4
+    assert not fetcher.partitions[TP].truncating
+    peer = HeldPeer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_round, fetcher, peer)
+        await peer.sent.wait()
+        peer.answer(fetch_answer(batch(4, 3, 13), high_watermark=7))
+    assert partition.log.log_end_offset == 7
