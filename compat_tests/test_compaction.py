@@ -7,6 +7,8 @@
 - A record without a key is refused with INVALID_RECORD (87) and a per-record error.
 - A group's committed offsets survive the compaction of ``__consumer_offsets`` and a
   restart.
+- Aborted transactional records are removed and never shadow a committed value of
+  their key.
 
 The module starts a broker of its own with ``log.cleaner.backoff.ms`` low (Kafka's
 default is 15 s). Segments roll by ``segment.ms`` (Kafka 4 wants ``segment.bytes``
@@ -275,3 +277,42 @@ def test_committed_offsets_survive_compaction_and_a_restart(cleaning_broker: Bro
         assert poll_until("no committed offset after the restart", committed) == commits
     finally:
         again.close()
+
+
+def test_aborted_transactions_never_shadow_committed_values(cleaning_broker: Broker) -> None:
+    bootstrap = cleaning_broker.bootstrap
+    topic = create_compacted(bootstrap, **{"delete.retention.ms": "1000"})
+    writer = Writer(bootstrap, topic)
+    writer.send([(b"before", b"0")])
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
+                                         "transactional.id": f"compat-{topic}",
+                                         "client.id": "compat-compaction", "linger.ms": 5})
+    producer.init_transactions(30)
+    # Markers are stamped with the broker's clock: records must come later, or a segment
+    # starting with a marker would never roll by segment.ms.
+    writer.ts = now_ms() + 5000
+
+    def transaction(recs: list[tuple[bytes, bytes]], commit: bool) -> None:
+        producer.begin_transaction()
+        for key, value in recs:
+            writer.ts += SEGMENT_MS * 3
+            producer.produce(topic, key=key, value=value, partition=0, timestamp=writer.ts)
+        assert producer.flush(30) == 0
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+
+    transaction([(b"a", b"committed"), (b"b", b"committed")], commit=True)
+    transaction([(b"a", b"aborted"), (b"c", b"aborted")], commit=False)
+    transaction([(b"d", b"committed")], commit=True)  # the producer's last batch
+    writer.send([(b"end", b"0")])
+    expected = {b"before": b"0", b"a": b"committed", b"b": b"committed", b"d": b"committed"}
+    nudges = iter(range(10_000))
+
+    def cleaned() -> bool:
+        # read_uncommitted: the aborted records must be gone from the log itself.
+        got = read_all(bootstrap, topic)
+        return {k: v for _, k, v in got if k != b"end"} == expected
+
+    poll_until("the aborted records were not removed", cleaned,
+               nudge=lambda: writer.send([(b"end", b"%d" % next(nudges))]))
+    offsets = [o for o, _, _ in read_all(bootstrap, topic)]
+    assert offsets == sorted(offsets)

@@ -18,6 +18,9 @@ A pass (Kafka's ``doClean``):
    keeps it, KIP-534); a batch whose records all go survives as an empty batch
    header when it holds a live producer's last sequence or ends the pass;
 4. swap it in. Offsets never change.
+
+Aborted transactional data is left out of the map and discarded, and markers go
+once their transaction's data has (:mod:`josefk.log.cleaner_txn`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 from josefk.log.checkpoint import fsync_dir
 from josefk.log.cleaner_swap import CleanedSegmentWriter, read_batches
+from josefk.log.cleaner_txn import CleanedTransactions, LastRecord, is_last_of_producer
 from josefk.log.config import LogConfig
 from josefk.log.records import (
     Record,
@@ -41,6 +45,7 @@ from josefk.log.records import (
     iter_records,
 )
 from josefk.log.segment import LogSegment
+from josefk.log.txn_index import AbortedTxn
 from josefk.protocol.record_batch import BatchHeader, parse_header
 
 logger = logging.getLogger(__name__)
@@ -186,8 +191,10 @@ class CleaningPlan:
     first_dirty: int
     first_uncleanable: int
     segments: list[SourceSegment]  # every segment below first_uncleanable
-    active_producers: dict[int, int]  # producer id -> last offset of its last batch
+    active_producers: dict[int, LastRecord]
     now_ms: int
+    # Aborted transactions overlapping the cleanable range, from the .txnindex files.
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)
     tp: tuple[str, int] = ("", 0)
     log: Any = None  # the Log, for the swap (never touched by the worker thread)
     truncations: int = 0  # the log's truncation count when planned
@@ -213,9 +220,11 @@ class Cleaner:
         end_offset = self.offset_map.latest_offset + 1
         stats.map_done = time.monotonic()
         segments = [s for s in plan.segments if s.base_offset < end_offset]
+        # One transaction state for the whole pass: a transaction may span groups.
+        txns = CleanedTransactions(plan.aborted_txns)
         for group in group_segments(segments, plan.config.segment_bytes,
                                     plan.first_uncleanable):
-            self._clean_group(plan, group, stats, replace)
+            self._clean_group(plan, group, stats, replace, txns)
         stats.buffer_utilization = self.offset_map.utilization
         stats.end = time.monotonic()
         return end_offset, stats
@@ -223,21 +232,32 @@ class Cleaner:
     # --- the offset map ----------------------------------------------------------------
 
     def build_offset_map(self, plan: CleaningPlan, stats: CleanerStats) -> None:
+        """Map the dirty section's keys, leaving out aborted transactional batches and
+        control batches (Kafka's ``buildOffsetMap``)."""
         offset_map = self.offset_map
         offset_map.clear()
         start, end = plan.first_dirty, plan.first_uncleanable
+        txns = CleanedTransactions(t for t in plan.aborted_txns
+                                   if t.last_offset >= start and t.first_offset < end)
         for source in plan.segments:
             if source.next_base <= start or source.base_offset >= end:
                 continue
             for _, header, batch in read_batches(source.fd, source.size):
                 self._check_aborted(plan)
-                if header.last_offset < start:
-                    continue
                 if header.base_offset >= end:
                     break
+                if header.is_control:
+                    txns.on_control_batch(header, batch)
+                    skip = True
+                else:
+                    skip = txns.on_data_batch(header)
+                if header.last_offset < start:
+                    continue
                 self.throttler.maybe_throttle(header.size)
                 stats.map_bytes_read += header.size
-                if not header.is_control:  # a transaction seam: aborted data is skipped
+                if skip:
+                    stats.map_records_read += header.record_count
+                else:
                     for record in iter_records(batch, header):
                         stats.map_records_read += 1
                         if record.key is None or record.offset < start:
@@ -251,23 +271,25 @@ class Cleaner:
     # --- copying -----------------------------------------------------------------------
 
     def _clean_group(self, plan: CleaningPlan, group: list[SourceSegment], stats: CleanerStats,
-                     replace: Replace) -> None:
+                     replace: Replace, txns: CleanedTransactions) -> None:
         first = group[0].segment
         writer = CleanedSegmentWriter(first.directory, first.base_offset,
                                       plan.config.index_interval_bytes,
                                       plan.config.segment_index_bytes)
+        kept_before = len(txns.kept_index)
         try:
             for source in group:
-                writer.add_txn_index(source.segment.txn_index.path)
                 for _, header, batch in read_batches(source.fd, source.size):
                     self._check_aborted(plan)
                     self.throttler.maybe_throttle(header.size)
                     stats.bytes_read += header.size
-                    out = self.filter_batch(plan, header, batch, stats)
+                    out = self.filter_batch(plan, header, batch, stats, txns)
                     if out is not None:
                         writer.append(out[1], out[0])
                         stats.bytes_written += out[0].size
                         self.throttler.maybe_throttle(out[0].size)
+            for txn in txns.kept_index[kept_before:]:
+                writer.add_aborted_txn(txn)
             writer.finish(group[-1].mtime)
             self._check_aborted(plan)
             if not replace(group, writer):
@@ -278,33 +300,39 @@ class Cleaner:
         fsync_dir(first.directory)  # the swap's renames, made durable off the event loop
 
     def filter_batch(self, plan: CleaningPlan, header: BatchHeader, batch: bytes | memoryview,
-                     stats: CleanerStats) -> tuple[BatchHeader, bytes | memoryview] | None:
+                     stats: CleanerStats, txns: CleanedTransactions
+                     ) -> tuple[BatchHeader, bytes | memoryview] | None:
         """What of one batch goes to the cleaned segment: the batch as it is, a rebuilt
         one, an empty header, or nothing (Kafka's ``cleanInto`` and ``filterTo``)."""
-        if header.is_control:
-            # Transactions: once markers are written, Kafka drops a marker (after its
-            # delete horizon) when its transaction's records are gone, and aborted data.
-            stats.records_read += header.record_count
-            stats.records_written += header.record_count
-            return header, batch
-        retain_empty = ((header.has_producer_id
-                         and plan.active_producers.get(header.producer_id) == header.last_offset)
-                        or header.next_offset == plan.first_uncleanable)
         horizon = delete_horizon_ms(header)
+        if header.is_control:
+            txn_done = txns.on_control_batch(header, batch)
+            discard = txn_done and horizon is not None and horizon <= plan.now_ms
+        else:
+            txn_done = False
+            discard = txns.on_data_batch(header)  # aborted data
+        retain_empty = (is_last_of_producer(header, plan.active_producers)
+                        or header.next_offset == plan.first_uncleanable)
+        if discard and not retain_empty:
+            stats.records_read += header.record_count
+            return None
         kept: list[Record] = []
         removed = tombstones = False
         for record in iter_records(batch, header):
             stats.records_read += 1
-            if self._retain(record, horizon, plan.now_ms):
+            if not discard and (header.is_control or self._retain(record, horizon, plan.now_ms)):
                 kept.append(record)
                 tombstones = tombstones or not record.has_value
             else:
                 removed = True
         stats.records_written += len(kept)
         if kept:
-            if not removed and (horizon is not None or not tombstones):
+            # A marker whose transaction is gone waits out delete.retention.ms like a
+            # tombstone; the first pass keeping it stamps the horizon.
+            stamp = horizon is None and (tombstones or txn_done)
+            if not removed and not stamp:
                 return header, batch
-            if horizon is None and tombstones:
+            if stamp:
                 horizon = plan.now_ms + plan.config.delete_retention_ms
             rebuilt = build_batch(header, kept, horizon)
             return parse_header(rebuilt), rebuilt

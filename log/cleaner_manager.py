@@ -16,9 +16,11 @@ from pathlib import Path
 from josefk.log.checkpoint import CorruptCheckpointError, read_offsets
 from josefk.log.cleaner import CleaningPlan, SourceSegment
 from josefk.log.cleaner_swap import CleanedSegmentWriter
+from josefk.log.cleaner_txn import LastRecord
 from josefk.log.log import Log, now_ms
 from josefk.log.manager import LogManager, TopicPartition
 from josefk.log.segment import LogSegment
+from josefk.log.txn_index import AbortedTxn
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 
@@ -141,10 +143,11 @@ class LogCleanerManager:
             fd = os.open(segment.log_path, os.O_RDONLY)
             sources.append(SourceSegment(segment, segment.size, next_base, fd,
                                          os.fstat(fd).st_mtime))
-        producers = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()
-                     if entry.batches}
+        producers = {pid: LastRecord(entry.last_offset, entry.epoch)
+                     for pid, entry in log.producer_state.producers.items()}
         return CleaningPlan(f"{ltc.tp[0]}-{ltc.tp[1]}", log.config, ltc.first_dirty,
-                            ltc.first_uncleanable, sources, producers, now, tp=ltc.tp, log=log,
+                            ltc.first_uncleanable, sources, producers, now,
+                            _aborted_txns(log, ltc.first_uncleanable), tp=ltc.tp, log=log,
                             truncations=log.truncations)
 
     # --- during and after a pass -------------------------------------------------------------
@@ -188,6 +191,18 @@ def _with_next_bases(log: Log) -> list[tuple[LogSegment, int]]:
     segments = log.segments
     nexts = [s.base_offset for s in segments[1:]] + [log.log_end_offset]
     return list(zip(segments, nexts, strict=True))
+
+
+def _aborted_txns(log: Log, end: int) -> list[AbortedTxn]:
+    """The aborted transactions overlapping the log below ``end``, whose markers may lie
+    above it (Kafka's ``collectAbortedTransactions``, with whole entries)."""
+    found: list[AbortedTxn] = []
+    for segment in log.segments:
+        txns, complete = segment.txn_index.collect(segment.base_offset, end)
+        found += txns
+        if complete:
+            break
+    return found
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -18,7 +18,6 @@ fall in their offset range, then lose their suffix.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -29,7 +28,7 @@ from pathlib import Path
 from josefk.log.checkpoint import fsync_dir
 from josefk.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 from josefk.log.time_index import NO_TIMESTAMP
-from josefk.log.txn_index import TXN_INDEX_SUFFIX
+from josefk.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from josefk.protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header, peek_size
 
 CLEANED_SUFFIX = ".cleaned"
@@ -71,8 +70,8 @@ def delete_cleaned(directory: Path, base_offset: int) -> None:
 class CleanedSegmentWriter:
     """Writes ``<base>.log.cleaned`` and its indexes, indexed as a LogSegment indexes
     its appends (an entry every ``index.interval.bytes``, the time index sealed with
-    the largest timestamp), and the aborted-transaction entries of the segments it
-    replaces (their markers are all kept)."""
+    the largest timestamp), and the ``.txnindex`` entries of the ABORT markers it keeps
+    (:mod:`josefk.log.cleaner_txn` decides which)."""
 
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int,
                  max_index_size: int) -> None:
@@ -109,10 +108,9 @@ class CleanedSegmentWriter:
             self._since_entry = 0
         self._since_entry += header.size
 
-    def add_txn_index(self, path: Path) -> None:
-        """Carry over the ``.txnindex`` entries of a replaced segment (in offset order)."""
-        with contextlib.suppress(FileNotFoundError):
-            self._txn_entries += path.read_bytes()
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        """An aborted transaction whose marker the segment keeps (in marker order)."""
+        self._txn_entries += txn.encode()
 
     def _maybe_time_entry(self, room: int) -> None:
         timestamp, offset = self._max_ts
