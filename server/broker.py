@@ -50,6 +50,7 @@ from josefk.server.log_cleaner import LogCleanerService
 from josefk.server.producer_id_blocks import ProducerIdUnavailableError
 from josefk.server.purgatory import Purgatory
 from josefk.server.txn_markers import MarkerChannel, wait_replicated
+from josefk.server.txn_verification import TxnVerifier
 from josefk.server.zero_copy import Part
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class Broker:
         # --- end group coordinator ---
         self.txn_service = TxnService(self)
         self.txn_markers = MarkerChannel(self)
+        self.txn_verifier = TxnVerifier(self)
         self.startup_hooks.append(self.txn_service.startup)
         self.background_tasks.append(self.txn_service.run)
         self.log_cleaner = LogCleanerService(self)

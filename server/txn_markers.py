@@ -75,6 +75,7 @@ async def append_markers(broker: Broker, producer_id: int, producer_epoch: int,
             logger.error("marker for producer %d on %s-%d failed: %s", producer_id, *tp, e)
             results[tp] = ec.KAFKA_STORAGE_ERROR
             continue
+        broker.txn_verifier.on_marker(tp.topic, tp.partition, producer_id)
         waiting.append((tp, partition, info.last_offset + 1))
     timeout_s = broker.config.request_timeout_ms / 1000
     for tp, partition, end in waiting:

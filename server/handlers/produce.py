@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from josefk.cluster.partition import Partition, PartitionError
+from josefk.cluster.txn_log import TopicPartition
 from josefk.log.log import RecordValidationError
 from josefk.protocol.error_codes import (
     CORRUPT_MESSAGE,
+    INVALID_TXN_STATE,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
     REQUEST_TIMED_OUT,
@@ -22,6 +26,7 @@ from josefk.protocol.messages import Request
 from josefk.protocol.record_batch import RecordBatchError
 from josefk.server.connection import CloseConnection
 from josefk.server.handlers import Response
+from josefk.server.txn_verification import produce_error, transactional_producer
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -34,15 +39,29 @@ PartitionResp = TopicResp.PartitionProduceResponse
 RecordError = PartitionResp.BatchIndexAndErrorMessage
 
 
+class Guard(NamedTuple):
+    """A verification guard taken for one partition of this produce."""
+
+    partition: Partition
+    producer_id: int
+    token: object
+
+
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
+    refused, guards = await _verify(broker, body, request.api_version)
     topics = []
     failed = False
     waiting: list[tuple[Any, Partition, int]] = []
     for topic_data in body.topic_data:
         partitions = []
         for data in topic_data.partition_data:
-            fields = _append(broker, topic_data.name, data.index, data.records, body.acks)
+            key = TopicPartition(topic_data.name, data.index)
+            if key in refused:
+                fields = _refused(data.index, refused[key])
+            else:
+                fields = _append(broker, topic_data.name, data.index, data.records, body.acks,
+                                 guards.get(key))
             failed = failed or fields["error_code"] != 0
             response = PartitionResp(**{k: v for k, v in fields.items() if k != "end"})
             partitions.append(response)
@@ -62,12 +81,60 @@ async def handle(broker: Broker, request: Request) -> Response:
     return {"responses": topics, "throttle_time_ms": 0}
 
 
-def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks: int
-            ) -> dict[str, Any]:
+async def _verify(broker: Broker, body: Any, version: int
+                  ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, Guard]]:
+    """KIP-890 part 1: ask the coordinator about each partition where this transactional
+    produce would start the producer's transaction; (refused partitions with the produce
+    error, guards of the verified ones)."""
+    verifier = broker.txn_verifier
+    transactional_id = getattr(body, "transactional_id", None)
+    if not transactional_id or not verifier.enabled:
+        return {}, {}
+    guards: dict[TopicPartition, Guard] = {}
+    producer = None
+    for topic_data in body.topic_data:
+        for data in topic_data.partition_data:
+            found = transactional_producer(data.records)
+            partition = broker.partition(topic_data.name, data.index)
+            if found is None or partition is None or not partition.is_leader:
+                continue  # the append answers for these
+            producer = found
+            if verifier.needs(partition, found[0]):
+                guards[TopicPartition(topic_data.name, data.index)] = Guard(
+                    partition, found[0], verifier.start(partition, found[0]))
+    if not guards or producer is None:
+        return {}, {}
+    answers = await verifier.verify(transactional_id, *producer, list(guards))
+    refused = {}
+    for tp, code in answers.items():
+        if code != NONE:
+            refused[tp] = produce_error(code, version)
+            verifier.release(guards[tp].partition, guards[tp].producer_id, guards[tp].token)
+            del guards[tp]
+    return refused, guards
+
+
+def _refused(index: int, error: int) -> dict[str, Any]:
+    message = ("Partition was not added to the transaction" if error == INVALID_TXN_STATE
+               else "Unable to verify the partition has been added to the transaction"
+               if error == NOT_ENOUGH_REPLICAS else None)
+    return {"index": index, "error_code": error, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": message}
+
+
+def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks: int,
+            guard: Guard | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1,
                               "log_append_time_ms": -1, "log_start_offset": -1,
                               "record_errors": [], "error_message": None}
     partition = broker.partition(topic, index)
+    if guard is not None:
+        verifier = broker.txn_verifier
+        holds = verifier.holds(guard.partition, guard.producer_id, guard.token)
+        verifier.release(guard.partition, guard.producer_id, guard.token)
+        if not holds:
+            # A marker ended the transaction while the coordinator was asked.
+            return _refused(index, INVALID_TXN_STATE)
     if partition is None:
         result["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
         return result
