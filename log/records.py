@@ -29,6 +29,7 @@ from josefk.protocol.record_batch import (
     BatchHeader,
     CorruptRecordError,
 )
+from josefk.protocol.varint import read_varint, write_varint
 
 NO_TIMESTAMP = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -50,29 +51,6 @@ class Record:
     key: bytes | None
     has_value: bool
     tail: bytes
-
-
-def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """A zigzag varint (or varlong) at ``pos``: (value, position after it)."""
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-
-
-def write_varint(value: int, out: bytearray) -> None:
-    v = (value << 1) ^ (value >> 63)
-    v &= (1 << 64) - 1
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
 
 
 def delete_horizon_ms(header: BatchHeader) -> int | None:

@@ -27,6 +27,7 @@ from josefk.protocol.record_batch import (
     BatchHeader,
     CorruptRecordError,
 )
+from josefk.protocol.varint import read_varint
 
 ABORT = 0
 COMMIT = 1
@@ -79,12 +80,12 @@ def decode_marker(batch: bytes | bytearray | memoryview, header: BatchHeader
         pos += 1  # attributes
         pos = _skip_varint(data, pos)  # timestamp delta
         pos = _skip_varint(data, pos)  # offset delta
-        key_len, pos = _read_varint(data, pos)
+        key_len, pos = read_varint(data, pos)
         if key_len < _KEY.size:
             raise CorruptRecordError(f"control record key of {key_len} bytes")
         _, control_type = _KEY.unpack_from(data, pos)
         pos += key_len
-        value_len, pos = _read_varint(data, pos)
+        value_len, pos = read_varint(data, pos)
         if control_type not in CONTROL_TYPE_NAMES:
             return None
         if value_len < _VALUE.size:
@@ -95,18 +96,5 @@ def decode_marker(batch: bytes | bytearray | memoryview, header: BatchHeader
     return EndTxnMarker(control_type == COMMIT, coordinator_epoch)
 
 
-def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-
-
 def _skip_varint(buf: memoryview, pos: int) -> int:
-    return _read_varint(buf, pos)[1]
+    return read_varint(buf, pos)[1]

@@ -24,9 +24,10 @@ from josefk.log.cleaner_manager import LogCleanerManager
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
 from josefk.log.manager import LogManager
-from josefk.log.records import delete_horizon_ms, iter_records, read_varint
+from josefk.log.records import delete_horizon_ms, iter_records
 from josefk.protocol.end_txn_marker import decode_marker
 from josefk.protocol.record_batch import BatchHeader, parse_header
+from josefk.protocol.varint import read_varint
 
 T = int(time.time() * 1000)  # records and markers stamped now: no roll by time
 RETENTION = 1000
