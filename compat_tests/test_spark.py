@@ -41,6 +41,7 @@ from spark_examples import (
     event_time,
     exactly_once_files,
     options,
+    read_committed,
     word_count,
 )
 
@@ -553,9 +554,42 @@ def test_fail_on_data_loss(
     assert offsets() == list(range(5)) + list(range(10, 15))
 
 
+# --- read_committed: aborted transactions are skipped ----------------------------------
+
+
+def test_read_committed_skips_aborted_transactions(
+    spark: Any, broker: Broker, make_topic: Callable[..., str]
+) -> None:
+    topic = make_topic(partitions=2)
+    transactions = read_committed.demo_transactions(count=6, size=3)
+    read_committed.write_transactions(broker.bootstrap, topic, transactions, partitions=2)
+    committed = [v for values, commit in transactions if commit for v in values]
+    everything = [v for values, _ in transactions for v in values]
+    assert len(committed) == 9 and len(everything) == 18  # the test's own arithmetic
+
+    def rows(isolation: str) -> list[tuple[int, int, str]]:
+        df = read_committed.read_isolated(spark, broker.bootstrap, topic, isolation)
+        return sorted((r.partition, r.offset, r.value) for r in df.collect())
+
+    seen = rows("read_committed")
+    assert sorted(v for _, _, v in seen) == sorted(committed)
+    # In each partition, in the order written, with gaps where the aborted records and
+    # the markers are.
+    for partition in (0, 1):
+        mine = [(o, v) for p, o, v in seen if p == partition]
+        # Value "c<n>-<i>" went to partition i % 2.
+        assert [v for _, v in mine] == [v for v in committed
+                                        if int(v.split("-")[1]) % 2 == partition]
+        offsets = [o for o, _ in mine]
+        assert offsets == sorted(set(offsets))
+        assert offsets[-1] - offsets[0] + 1 > len(offsets), offsets
+    assert sorted(v for _, _, v in rows("read_uncommitted")) == sorted(everything)
+
+
 # --- the examples as commands -----------------------------------------------------------
 
-EXAMPLES = ("word_count", "event_time", "batch_read", "exactly_once_files", "options")
+EXAMPLES = ("word_count", "event_time", "batch_read", "exactly_once_files", "options",
+            "read_committed")
 
 
 @pytest.mark.parametrize("name", EXAMPLES)

@@ -14,6 +14,9 @@
   aborts one partition's open transaction.
 - KIP-890 part 1: a transactional produce to a partition not added to the transaction
   is refused by the leader, which asks the coordinator.
+- Bad input (raw requests): an unknown producer id, a fenced epoch, an EndTxn with no
+  transaction ongoing, a timeout over ``transaction.max.timeout.ms`` and a TxnOffsetCommit
+  outside the transaction get Kafka's error codes, and no record or offset is written.
 """
 
 from __future__ import annotations
@@ -29,10 +32,12 @@ import confluent_kafka
 import pytest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
     EndTxnRequest,
     InitProducerIdRequest,
     ProduceRequest,
+    TxnOffsetCommitRequest,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -400,3 +405,176 @@ def test_produce_outside_the_transaction_is_refused(broker: Broker, topic: str,
         assert time.monotonic() < deadline, "the ABORT marker never came"
         time.sleep(0.2)
     assert read_all(broker, topic, "read_committed", 0) == []
+
+
+# --- bad input: Kafka's error codes, and nothing written -------------------------------------
+
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+PRODUCER_FENCED = 90
+TRANSACTION_ABORTABLE = 120
+# Coordinator loading / not available / not this broker yet, a transition completing.
+SETTLING = (14, 15, 16, 51)
+
+
+def _settled_code(call: Callable[[], int]) -> int:
+    """``call()``'s error code, asked again while it is one of ``SETTLING``."""
+    deadline = time.monotonic() + 30
+    while True:
+        error = call()
+        if error not in SETTLING or time.monotonic() > deadline:
+            return error
+        time.sleep(0.2)
+
+
+def _init_txn(conn: RawConnection, txn_id: str, timeout_ms: int = 60_000) -> Any:
+    """InitProducerId (v3..v4) for ``txn_id``; the response, whatever its error."""
+    version = conn.pick_version(InitProducerIdRequest, 3, 4)
+    deadline = time.monotonic() + 30
+    while True:
+        response = conn.request(InitProducerIdRequest(
+            transactional_id=txn_id, transaction_timeout_ms=timeout_ms, producer_id=-1,
+            producer_epoch=-1), version)
+        # Loading / not yet created coordinator, or a concurrent transition settling.
+        if response.error_code not in SETTLING or time.monotonic() > deadline:
+            return response
+        time.sleep(0.2)
+
+
+def _add_partition(conn: RawConnection, txn_id: str, pid: int, epoch: int, topic: str,
+                   version: int = 3) -> int:
+    """AddPartitionsToTxn (v0..v3) of ``topic``-0: its partition's error code."""
+    add = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(
+            name=topic, partitions=[0])])
+
+    def once() -> int:
+        [added] = conn.request(add, version).results_by_topic_v3_and_below
+        [p] = added.results_by_partition
+        return int(p.partition_error_code)
+
+    return _settled_code(once)
+
+
+def _end_txn(conn: RawConnection, txn_id: str, pid: int, epoch: int, commit: bool,
+             version: int = 3) -> int:
+    """EndTxn (v0..v4): its error code."""
+    return _settled_code(lambda: int(conn.request(EndTxnRequest(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+        committed=commit), version).error_code))
+
+
+def _add_offsets(conn: RawConnection, txn_id: str, pid: int, epoch: int, group: str) -> int:
+    return _settled_code(lambda: int(conn.request(AddOffsetsToTxnRequest(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id=group),
+        3).error_code))
+
+
+def _txn_offset_commit(conn: RawConnection, txn_id: str, pid: int, epoch: int, group: str,
+                       topic: str, version: int = 3) -> int:
+    """TxnOffsetCommit (v0..v4) of offset 0 of ``topic``-0 for ``group``: its error code."""
+    part = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+        partition_index=0, committed_offset=0, committed_leader_epoch=-1,
+        committed_metadata="")
+    request = TxnOffsetCommitRequest(
+        transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch,
+        generation_id=-1, member_id="", group_instance_id=None,
+        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=topic,
+                                                                   partitions=[part])])
+
+    def once() -> int:
+        [t] = conn.request(request, version).topics
+        [p] = t.partitions
+        return int(p.error_code)
+
+    return _settled_code(once)
+
+
+def test_bad_input_gets_kafkas_error_codes(broker: Broker, topic: str, txn_id: str) -> None:
+    ts = int(time.time() * 1000)
+    with RawConnection(broker.bootstrap, timeout=20.0) as conn:
+        _until_settled(lambda: conn.request(FindCoordinatorRequest(key=txn_id, key_type=1),
+                                            conn.pick_version(FindCoordinatorRequest, 1, 3)),
+                       "FindCoordinator")
+        # A transaction timeout over transaction.max.timeout.ms (900000 by default).
+        over = _init_txn(conn, txn_id, timeout_ms=900_001)
+        assert over.error_code == INVALID_TRANSACTION_TIMEOUT, over
+        assert _init_txn(conn, txn_id, timeout_ms=0).error_code == INVALID_TRANSACTION_TIMEOUT
+
+        # An unknown transactional id, and a known one with a producer id not its own.
+        unknown = f"{txn_id}-unknown"
+        assert _add_partition(conn, unknown, 123_456, 0, topic) == INVALID_PRODUCER_ID_MAPPING
+        assert _end_txn(conn, unknown, 123_456, 0, True) == INVALID_PRODUCER_ID_MAPPING
+        assert _add_offsets(conn, unknown, 123_456, 0, "g") == INVALID_PRODUCER_ID_MAPPING
+        first = _init_txn(conn, txn_id)
+        assert first.error_code == 0, first
+        pid, old_epoch = first.producer_id, first.producer_epoch
+        assert _add_partition(conn, txn_id, pid + 1, old_epoch, topic) == \
+            INVALID_PRODUCER_ID_MAPPING
+        assert _end_txn(conn, txn_id, pid + 1, old_epoch, False) == INVALID_PRODUCER_ID_MAPPING
+
+        # EndTxn with no transaction ongoing (Empty).
+        assert _end_txn(conn, txn_id, pid, old_epoch, True) == INVALID_TXN_STATE
+        assert _end_txn(conn, txn_id, pid, old_epoch, False) == INVALID_TXN_STATE
+
+        # A newer InitProducerId fences the older epoch.
+        second = _init_txn(conn, txn_id)
+        assert second.error_code == 0, second
+        assert second.producer_id == pid and second.producer_epoch == old_epoch + 1, second
+        epoch = second.producer_epoch
+        assert _add_partition(conn, txn_id, pid, old_epoch, topic) == PRODUCER_FENCED
+        assert _add_partition(conn, txn_id, pid, old_epoch, topic, version=1) == \
+            INVALID_PRODUCER_EPOCH
+        assert _end_txn(conn, txn_id, pid, old_epoch, True) == PRODUCER_FENCED
+        assert _end_txn(conn, txn_id, pid, old_epoch, True, version=1) == \
+            INVALID_PRODUCER_EPOCH
+        assert _add_offsets(conn, txn_id, pid, old_epoch, "g") == PRODUCER_FENCED
+
+        # A transaction that wrote nothing: a commit, its retry (idempotent), then an
+        # abort, which the completed commit refuses.
+        assert _add_partition(conn, txn_id, pid, epoch, topic) == 0
+        assert _end_txn(conn, txn_id, pid, epoch, True) == 0
+        assert _end_txn(conn, txn_id, pid, epoch, True) == 0
+        assert _end_txn(conn, txn_id, pid, epoch, False) == INVALID_TXN_STATE
+
+        # A produce with the fenced epoch is refused and appends nothing.
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=0, is_transactional=True, producer_id=pid,
+            producer_epoch=old_epoch, base_sequence=0, batch_size=1 << 20)
+        builder.append(0, timestamp=ts, key=None, value=b"stale", headers=[])
+        stale = bytes(builder.build())
+        assert _produce_txn(conn, txn_id, topic, stale, 9) == INVALID_PRODUCER_EPOCH
+        assert _produce_txn(conn, txn_id, topic, stale, 11) == INVALID_PRODUCER_EPOCH
+
+        # TxnOffsetCommit: the group coordinator verifies with the transaction coordinator
+        # (KIP-890 part 1); a fenced epoch is INVALID_PRODUCER_EPOCH as for Produce.
+        group = f"{txn_id}-group"
+        _until_settled(lambda: conn.request(FindCoordinatorRequest(key=group, key_type=0),
+                                            conn.pick_version(FindCoordinatorRequest, 1, 3)),
+                       "FindCoordinator group")
+        assert _txn_offset_commit(conn, unknown, 123_456, 0, group, topic) == \
+            INVALID_PRODUCER_ID_MAPPING
+        assert _txn_offset_commit(conn, txn_id, pid, old_epoch, group, topic) == \
+            INVALID_PRODUCER_EPOCH
+        # The group's partition of __consumer_offsets is not in the transaction (no
+        # AddOffsetsToTxn): TRANSACTION_ABORTABLE from TxnOffsetCommit v4 (KIP-890).
+        assert _txn_offset_commit(conn, txn_id, pid, epoch, group, topic, 0) == \
+            INVALID_TXN_STATE
+        assert _txn_offset_commit(conn, txn_id, pid, epoch, group, topic, 3) == \
+            INVALID_TXN_STATE
+        assert _txn_offset_commit(conn, txn_id, pid, epoch, group, topic, 4) == \
+            TRANSACTION_ABORTABLE
+
+    # Only the COMMIT marker of the empty transaction may be in the log: no record.
+    deadline = time.monotonic() + 30
+    while watermarks(broker, topic, "read_committed") != \
+            watermarks(broker, topic, "read_uncommitted"):
+        assert time.monotonic() < deadline, "the last stable offset never caught up"
+        time.sleep(0.2)
+    assert read_all(broker, topic, "read_uncommitted", 0) == []
+    assert read_all(broker, topic, "read_committed", 0) == []
+    assert committed_offset(broker, group, topic) < 0  # no offset committed

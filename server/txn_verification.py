@@ -28,8 +28,10 @@ logger = logging.getLogger(__name__)
 
 VERIFY_VERSION = 4
 NETWORK_EXCEPTION = 13  # Kafka's NetworkException: the coordinator did not answer
-# Produce v11+ clients handle TRANSACTION_ABORTABLE; older ones get INVALID_TXN_STATE.
+# Produce v11+ / TxnOffsetCommit v4+ clients handle TRANSACTION_ABORTABLE; older ones get
+# INVALID_TXN_STATE.
 ABORTABLE_PRODUCE_VERSION = 11
+ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
 # Verification failures an old client would not retry become NOT_ENOUGH_REPLICAS,
 # which it retries without refreshing metadata.
 _RETRIABLE = {ec.CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, ec.COORDINATOR_LOAD_IN_PROGRESS,
@@ -58,6 +60,17 @@ def produce_error(code: int, produce_version: int) -> int:
     elif code == ec.TRANSACTION_ABORTABLE and produce_version < ABORTABLE_PRODUCE_VERSION:
         code = ec.INVALID_TXN_STATE
     return ec.NOT_ENOUGH_REPLICAS if code in _RETRIABLE else code
+
+
+def txn_offset_commit_error(code: int, version: int) -> int:
+    """A coordinator's verification answer as a TxnOffsetCommit response carries it: as
+    for Produce, except that retriable trouble is COORDINATOR_NOT_AVAILABLE (Kafka's group
+    coordinator)."""
+    if code == ec.PRODUCER_FENCED:
+        code = ec.INVALID_PRODUCER_EPOCH
+    elif code == ec.TRANSACTION_ABORTABLE and version < ABORTABLE_TXN_OFFSET_COMMIT_VERSION:
+        code = ec.INVALID_TXN_STATE
+    return ec.COORDINATOR_NOT_AVAILABLE if code in _RETRIABLE else code
 
 
 class TxnVerifier:
@@ -93,6 +106,21 @@ class TxnVerifier:
     def on_marker(self, topic: str, index: int, producer_id: int) -> None:
         """A marker ended the producer's transaction here: pending verifications fail."""
         self._guards.pop((topic, index, producer_id), None)
+
+    async def verify_one(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         partition: Partition) -> tuple[int, object | None]:
+        """Verify one partition (a group's ``__consumer_offsets`` partition for
+        TxnOffsetCommit): (the coordinator's answer, the guard to check with `holds` just
+        before the append, or None when there is nothing to check)."""
+        if not self.enabled or not self.needs(partition, producer_id):
+            return ec.NONE, None
+        guard = self.start(partition, producer_id)
+        tp = TopicPartition(partition.topic, partition.index)
+        answer = (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
+        if answer != ec.NONE:
+            self.release(partition, producer_id, guard)
+            return answer, None
+        return ec.NONE, guard
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: list[TopicPartition]) -> dict[TopicPartition, int]:

@@ -10,9 +10,12 @@ drives on a shared SparkSession:
 - ``exactly_once_files``: a topic -> parquet files, exactly once across restarts.
 - ``options``: includeHeaders, maxOffsetsPerTrigger, minPartitions,
   subscribePattern, failOnDataLoss.
+- ``read_committed``: ``kafka.isolation.level=read_committed`` over a topic with
+  aborted transactions (written by a confluent-kafka transactional producer).
 
 ``common`` builds the session: local mode, the connector jars fetched by
 ``tools/spark/fetch.sh`` as ``spark.jars``, small memory and shuffle settings.
-Only ``kafka.bootstrap.servers`` is set among the ``kafka.*`` options: every
-consumer and producer runs with the Java client's defaults.
+Only ``kafka.bootstrap.servers`` is set among the ``kafka.*`` options (and
+``kafka.isolation.level`` in ``read_committed``): otherwise every consumer and producer
+runs with the Java client's defaults.
 """

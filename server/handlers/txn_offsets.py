@@ -4,20 +4,44 @@ until the transaction's marker reaches the group's ``__consumer_offsets`` partit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.group_state import Error
+from josefk.protocol import error_codes as ec
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.txn_verification import txn_offset_commit_error
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
 TopicResp = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartitionResp = TopicResp.TxnOffsetCommitResponsePartition
+
+
+async def _verify(broker: Broker, body: Any, version: int) -> int:
+    """KIP-890 part 1, as Kafka's group coordinator does it: the group's
+    ``__consumer_offsets`` partition must be in the producer's transaction (AddOffsetsToTxn)
+    unless the producer already has a transaction open there."""
+    if not body.group_id or not body.transactional_id:
+        return ec.NONE  # txn_commit_offsets answers
+    partition = broker.partition(OFFSETS_TOPIC,
+                                 broker.group_coordinator.partition_for(body.group_id))
+    if partition is None or not partition.is_leader:
+        return ec.NONE  # txn_commit_offsets answers NOT_COORDINATOR
+    verifier = broker.txn_verifier
+    code, guard = await verifier.verify_one(body.transactional_id, body.producer_id,
+                                            body.producer_epoch, partition)
+    if guard is not None:
+        holds = verifier.holds(partition, body.producer_id, guard)
+        verifier.release(partition, body.producer_id, guard)
+        if not holds:
+            code = ec.INVALID_TXN_STATE  # a marker ended the transaction meanwhile
+    return txn_offset_commit_error(code, version)
 
 
 async def handle(broker: Broker, request: Request) -> Response:
@@ -39,11 +63,13 @@ async def handle(broker: Broker, request: Request) -> Response:
             valid.append((topic.name, commits))
     if valid:
         coordinator = broker.group_coordinator
-        error = coordinator.txn_commit_offsets(
-            body.group_id, body.producer_id, body.producer_epoch,
-            body.member_id if version >= 3 else "",
-            body.group_instance_id if version >= 3 else None,
-            body.generation_id if version >= 3 else -1, valid)
+        error = await _verify(broker, body, version)
+        if error == ec.NONE:
+            error = coordinator.txn_commit_offsets(
+                body.group_id, body.producer_id, body.producer_epoch,
+                body.member_id if version >= 3 else "",
+                body.group_instance_id if version >= 3 else None,
+                body.generation_id if version >= 3 else -1, valid)
         if error == Error.NONE and not await broker.group_write_replicated(body.group_id):
             error = Error.COORDINATOR_NOT_AVAILABLE
         for name, commits in valid:
