@@ -134,6 +134,23 @@ class TxnCoordinator:
             return ec.NOT_COORDINATOR, None
         return ec.NONE, entry
 
+    def _producers_transaction(self, transactional_id: str, producer_id: int,
+                               producer_epoch: int
+                               ) -> tuple[int, _Partition | None, TransactionMetadata | None]:
+        """The transaction a producer's request names, with its partition; or the error
+        Kafka answers (no id, not the coordinator here, another producer, an old epoch)."""
+        if not transactional_id:
+            return ec.INVALID_REQUEST, None, None
+        error, entry = self._lookup(transactional_id)
+        if entry is None:
+            return error, None, None
+        md = entry.txns.get(transactional_id)
+        if md is None or md.producer_id != producer_id:
+            return ec.INVALID_PRODUCER_ID_MAPPING, None, None
+        if md.producer_epoch != producer_epoch:
+            return ec.PRODUCER_FENCED, None, None
+        return ec.NONE, entry, md
+
     def is_current(self, write: TxnWrite) -> bool:
         """Whether ``write`` may still be appended: its partition is led at its epoch."""
         entry = self.partitions.get(write.partition)
@@ -217,16 +234,10 @@ class TxnCoordinator:
         """AddPartitionsToTxn (every version's add; the handler checks the topics first,
         see `unknown_partition_errors`)."""
         added = frozenset(TopicPartition(*tp) for tp in partitions)
-        if not transactional_id:
-            return Decision(ec.INVALID_REQUEST)
-        error, entry = self._lookup(transactional_id)
-        if entry is None:
+        error, entry, md = self._producers_transaction(transactional_id, producer_id,
+                                                       producer_epoch)
+        if entry is None or md is None:
             return Decision(error)
-        md = entry.txns.get(transactional_id)
-        if md is None or md.producer_id != producer_id:
-            return Decision(ec.INVALID_PRODUCER_ID_MAPPING)
-        if md.producer_epoch != producer_epoch:
-            return Decision(ec.PRODUCER_FENCED)
         if md.pending or md.state in _PREPARED:
             return Decision(ec.CONCURRENT_TRANSACTIONS)
         if md.state is _S.ONGOING and added <= md.partitions:
@@ -254,16 +265,10 @@ class TxnCoordinator:
         def all_(code: int) -> dict[TopicPartition, int]:
             return dict.fromkeys(tps, code)
 
-        if not transactional_id:
-            return all_(ec.INVALID_REQUEST)
-        error, entry = self._lookup(transactional_id)
-        if entry is None:
+        error, entry, md = self._producers_transaction(transactional_id, producer_id,
+                                                       producer_epoch)
+        if entry is None or md is None:
             return all_(error)
-        md = entry.txns.get(transactional_id)
-        if md is None or md.producer_id != producer_id:
-            return all_(ec.INVALID_PRODUCER_ID_MAPPING)
-        if md.producer_epoch != producer_epoch:
-            return all_(ec.PRODUCER_FENCED)
         if md.state in _PREPARED:
             return all_(ec.CONCURRENT_TRANSACTIONS)
         return {tp: ec.NONE if tp in md.partitions else ec.TRANSACTION_ABORTABLE for tp in tps}

@@ -23,6 +23,7 @@ and writers are the ones of the ``__consumer_offsets`` codec (`group_records`).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -52,6 +53,14 @@ __all__ = [
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+def partitions_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Topic -> its partition indexes, as the transactional requests group them."""
+    grouped: dict[str, list[int]] = {}
+    for tp in partitions:
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return grouped
 
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:

@@ -83,3 +83,23 @@ class PeerConnection:
             stream, self._stream = self._stream, None
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+
+class PeerPool:
+    """Connections to other brokers kept open by broker id; one is made anew when that
+    broker's address changes."""
+
+    def __init__(self, client_id: str, timeout_s: float) -> None:
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._peers: dict[int, PeerConnection] = {}
+
+    def get(self, broker_id: int, endpoint: tuple[str, int] | None) -> PeerConnection | None:
+        """The connection to ``broker_id`` at ``endpoint``; None without an endpoint."""
+        if endpoint is None:
+            return None
+        peer = self._peers.get(broker_id)
+        if peer is None or (peer.host, peer.port) != endpoint:
+            peer = self._peers[broker_id] = PeerConnection(*endpoint, self.client_id,
+                                                           self.timeout_s)
+        return peer

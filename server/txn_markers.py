@@ -14,10 +14,10 @@ from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.partition import Partition, PartitionError
-from josefk.cluster.txn_log import TopicPartition
+from josefk.cluster.txn_log import TopicPartition, partitions_by_topic
 from josefk.protocol import error_codes as ec
 from josefk.protocol.record_batch import RecordBatchError
-from josefk.server.peer import PeerConnection, PeerError
+from josefk.server.peer import PeerError, PeerPool
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -91,7 +91,8 @@ class MarkerChannel:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._peers: dict[int, PeerConnection] = {}
+        self._peers = PeerPool(f"broker-{broker.node_id}-txn-markers",
+                               broker.config.request_timeout_ms / 1000)
 
     async def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                     commit: bool, partitions: Iterable[TopicPartition]
@@ -131,21 +132,14 @@ class MarkerChannel:
                       ) -> dict[TopicPartition, int]:
         failed = dict.fromkeys(tps, ec.NOT_LEADER_OR_FOLLOWER)
         cluster = self.broker.cluster
-        endpoint = cluster.endpoint_of(leader) if cluster is not None else None
-        if endpoint is None:
+        peer = self._peers.get(leader, cluster.endpoint_of(leader) if cluster else None)
+        if peer is None:
             return failed
-        peer = self._peers.get(leader)
-        if peer is None or (peer.host, peer.port) != endpoint:
-            peer = self._peers[leader] = PeerConnection(
-                *endpoint, f"broker-{self.broker.node_id}-txn-markers",
-                self.broker.config.request_timeout_ms / 1000)
-        by_topic: dict[str, list[int]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = WriteTxnMarkersRequest(markers=[Marker(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             coordinator_epoch=coordinator_epoch,
-            topics=[MarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])])
+            topics=[MarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in partitions_by_topic(tps).items()])])
         try:
             response = await peer.request(request, WRITE_TXN_MARKERS_VERSION)
         except PeerError as e:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 from kafka.protocol.producer import AddPartitionsToTxnRequest
 
 from josefk.cluster.partition import Partition
-from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC, TopicPartition
+from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC, TopicPartition, partitions_by_topic
 from josefk.protocol import error_codes as ec
 from josefk.protocol.record_batch import RecordBatchError, parse_header
-from josefk.server.peer import PeerConnection, PeerError
+from josefk.server.peer import PeerError, PeerPool
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -79,7 +79,8 @@ class TxnVerifier:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._guards: dict[tuple[str, int, int], object] = {}
-        self._peers: dict[int, PeerConnection] = {}
+        self._peers = PeerPool(f"broker-{broker.node_id}-txn-verification",
+                               broker.config.request_timeout_ms / 1000)
 
     @property
     def enabled(self) -> bool:
@@ -142,21 +143,14 @@ class TxnVerifier:
                       ) -> dict[TopicPartition, int]:
         failed = dict.fromkeys(partitions, ec.COORDINATOR_NOT_AVAILABLE)
         cluster = self.broker.cluster
-        endpoint = cluster.endpoint_of(leader) if cluster is not None else None
-        if endpoint is None:
+        peer = self._peers.get(leader, cluster.endpoint_of(leader) if cluster else None)
+        if peer is None:
             return failed
-        peer = self._peers.get(leader)
-        if peer is None or (peer.host, peer.port) != endpoint:
-            peer = self._peers[leader] = PeerConnection(
-                *endpoint, f"broker-{self.broker.node_id}-txn-verification",
-                self.broker.config.request_timeout_ms / 1000)
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         request = AddPartitionsToTxnRequest(transactions=[Txn(
             transactional_id=transactional_id, producer_id=producer_id,
             producer_epoch=producer_epoch, verify_only=True,
-            topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])])
+            topics=[Topic(name=t, partitions=ps)
+                    for t, ps in partitions_by_topic(partitions).items()])])
         try:
             response = await peer.request(request, VERIFY_VERSION)
         except PeerError as e:

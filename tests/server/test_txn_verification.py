@@ -12,6 +12,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC, TopicPartition
 from josefk.protocol import error_codes as ec
+from josefk.server import peer as peer_module
 from josefk.server import txn_verification as tv
 from josefk.server.peer import PeerError
 
@@ -142,7 +143,7 @@ def verify_response(codes: dict[TopicPartition, int], error_code: int = ec.NONE)
 def peer(monkeypatch: pytest.MonkeyPatch) -> type[FakePeer]:
     FakePeer.created = []
     FakePeer.answer = None
-    monkeypatch.setattr(tv, "PeerConnection", FakePeer)
+    monkeypatch.setattr(peer_module, "PeerConnection", FakePeer)
     return FakePeer
 
 
