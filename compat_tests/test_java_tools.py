@@ -32,7 +32,9 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 TOOL_TIMEOUT = 60
 
 
-def run_tool(run_class: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def run_tool(
+    run_class: Path, *args: str, stdin: str = "", timeout: float = TOOL_TIMEOUT
+) -> subprocess.CompletedProcess[str]:
     """Run one Kafka tool; fails the test on a non-zero exit."""
     env = dict(os.environ)
     env.setdefault("KAFKA_HEAP_OPTS", "-Xmx256m")
@@ -43,7 +45,7 @@ def run_tool(run_class: Path, *args: str, stdin: str = "") -> subprocess.Complet
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=TOOL_TIMEOUT,
+        timeout=timeout,
         env=env,
     )
     assert done.returncode == 0, (
