@@ -70,6 +70,27 @@ def kafka_available() -> str | None:
     return None
 
 
+def prepare_run(broker_list: list[str] | str, out: Path, logs: Path, root: Path) -> str | None:
+    """Make a bench run's folders (its broker logs emptied); why not, if Kafka is wanted
+    and cannot start here."""
+    if "kafka" in broker_list and (why := kafka_available()):
+        return why
+    out.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    for old in logs.glob("*.log"):
+        old.unlink()
+    root.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def repo_relative(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it (for reports)."""
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
 def josefk_args(port: int, data_dir: Path, log_level: str = "WARNING") -> list[str]:
     """``serve`` and its arguments: the port, the data dir, the single-node overrides."""
     args = ["serve", "--log-level", log_level,

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import profiling, report
-from bench.brokers import REPO, BrokerError
+from bench.brokers import REPO, BrokerError, repo_relative
 from bench.cluster_brokers import (
     KAFKA_HEAP_OPTS,
     KAFKA_JVM_PERFORMANCE_OPTS,
@@ -288,9 +288,9 @@ class ClusterBench:
                     "workload": f"replicated produce, broker {broker_id}",
                     "profiler": "py-spy", "rate_hz": self.spy.rate,
                     "py_spy_samples_errors": self.spy.errors(),
-                    "svg": _rel(svg), "raw": _rel(self.raw),
+                    "svg": repo_relative(svg), "raw": repo_relative(self.raw),
                     "summary": profiling.summarize(stacks, top=15).as_dict()}
-                bench.log(f"py-spy: {len(stacks)} distinct stacks -> {_rel(svg)}")
+                bench.log(f"py-spy: {len(stacks)} distinct stacks -> {repo_relative(svg)}")
 
         if profiling.py_spy_binary() is None:
             raise profiling.ProfilerError("py-spy not installed (.venv/bin/pip install py-spy)")
@@ -328,7 +328,7 @@ class ClusterBench:
                        "data_dir": str(self.root)},
             "rounds": [], "notes": self.notes, "profile": None}
         self.log(f"replication: {args.rounds} round(s) of {' / '.join(args.broker_list)}, "
-                 f"{args.mib} MiB each; data in {self.root}; results in {_rel(args.out)}")
+                 f"{args.mib} MiB each; data in {self.root}; results in {repo_relative(args.out)}")
         try:
             spent = False
             for rnd in range(1, args.rounds + 1):
@@ -367,7 +367,7 @@ class ClusterBench:
         print()
         print(markdown(self.result).split("\n## Setup")[0])
         for p in paths:
-            self.log(f"wrote {_rel(p)}")
+            self.log(f"wrote {repo_relative(p)}")
         return 0
 
     def _over_budget(self, what: str) -> bool:
@@ -582,13 +582,6 @@ def markdown(result: dict[str, Any]) -> str:
         lines += report._profile_markdown("profile", prof)[2:]
     lines.append("")
     return "\n".join(lines)
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(REPO))
-    except ValueError:
-        return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:

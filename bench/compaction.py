@@ -61,8 +61,8 @@ from bench.brokers import (
     BrokerError,
     BrokerProcess,
     free_port,
-    kafka_available,
     port_open,
+    prepare_run,
 )
 
 MIB = 1 << 20
@@ -516,14 +516,9 @@ class Bench:
 
     def run(self) -> int:
         args = self.args
-        if "kafka" in args.broker_list and (why := kafka_available()):
+        if why := prepare_run(args.broker_list, args.out, self.logs, self.root):
             print(f"cannot start Apache Kafka: {why}", file=sys.stderr)
             return 2
-        args.out.mkdir(parents=True, exist_ok=True)
-        self.logs.mkdir(parents=True, exist_ok=True)
-        for old in self.logs.glob("*.log"):
-            old.unlink()
-        self.root.mkdir(parents=True, exist_ok=True)
         self.log4j.write_text(KAFKA_LOG4J2)
         result: dict[str, Any] = {
             "label": "quick" if args.quick else "default", "started": report.now_iso(),

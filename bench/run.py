@@ -45,7 +45,8 @@ from bench.brokers import (
     BrokerProcess,
     cprofile_command,
     free_port,
-    kafka_available,
+    prepare_run,
+    repo_relative,
 )
 from bench.workloads import Context, Outcome, Sizes, failed, ok
 
@@ -255,7 +256,7 @@ class Bench:
         counts = spy.errors()
         return {"workload": PROFILED[name], "profiler": "py-spy", "rate_hz": spy.rate,
                 "py_spy_samples_errors": counts,
-                "svg": _rel(svg), "raw": _rel(raw), "summary": summary.as_dict(),
+                "svg": repo_relative(svg), "raw": repo_relative(raw), "summary": summary.as_dict(),
                 "outcomes": {k: v.as_dict() for k, v in outcomes.items()}}
 
     def _profile_cprofile(self, broker: BrokerProcess, name: str) -> dict[str, Any]:
@@ -274,7 +275,7 @@ class Bench:
             profiled.stop()
         if not stats.exists():
             raise profiling.ProfilerError("cProfile wrote no stats (broker did not stop cleanly)")
-        return {"workload": PROFILED[name], "profiler": "cprofile", "stats": _rel(stats),
+        return {"workload": PROFILED[name], "profiler": "cprofile", "stats": repo_relative(stats),
                 "summary": profiling.summarize_cprofile(stats),
                 "outcomes": {k: v.as_dict() for k, v in outcomes.items()}}
 
@@ -282,14 +283,9 @@ class Bench:
 
     def run(self) -> int:
         args = self.args
-        if "kafka" in args.broker_list and (why := kafka_available()):
+        if why := prepare_run(args.broker_list, args.out, self.logs, self.root):
             print(f"cannot start Apache Kafka: {why}", file=sys.stderr)
             return 2
-        args.out.mkdir(parents=True, exist_ok=True)
-        self.logs.mkdir(parents=True, exist_ok=True)
-        for old in self.logs.glob("*.log"):
-            old.unlink()
-        self.root.mkdir(parents=True, exist_ok=True)
         label = "quick" if args.quick else ("default" if args.scale == 1 else f"scale {args.scale}")
         self.result = {
             "label": label, "started": report.now_iso(), "finished": None,
@@ -326,7 +322,7 @@ class Bench:
                     self.root.parent.rmdir()
         self._print_summary()
         for p in paths:
-            self.log(f"wrote {_rel(p)}")
+            self.log(f"wrote {repo_relative(p)}")
         return 0
 
     def _write(self, final: bool = False) -> list[Path]:
@@ -338,13 +334,6 @@ class Bench:
     def _print_summary(self) -> None:
         print()
         print(report.markdown(self.result).split("\n## Machine")[0])
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(REPO))
-    except ValueError:
-        return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
