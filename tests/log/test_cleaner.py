@@ -304,7 +304,7 @@ def _renames(monkeypatch) -> list[tuple[str, str]]:
 
 
 class Crash(Exception):
-    pass
+    """The simulated crash: raised in place of a rename."""
 
 
 def test_a_crash_at_every_step_of_a_swap_leaves_the_same_live_records(manager, tmp_path,

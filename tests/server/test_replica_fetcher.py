@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -110,34 +111,50 @@ async def run_round(fetcher: ReplicaFetcher, peer: HeldPeer) -> None:
     await fetcher._round(wrapper)  # type: ignore[arg-type]
 
 
-async def test_a_deposed_leaders_late_truncation_answer_changes_nothing(tmp_path: Path) -> None:
-    partition = follower(tmp_path)
+def fetcher_of(partition: Partition) -> ReplicaFetcher:
+    """Broker 1's fetcher from broker 2, following ``partition``."""
     fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
     fetcher.add(TP)
+    return fetcher
+
+
+async def one_round(fetcher: ReplicaFetcher, answer: Any,
+                    meanwhile: Callable[[HeldPeer], None] = lambda _peer: None) -> None:
+    """One fetcher round; its request is answered with ``answer`` once ``meanwhile`` ran."""
     peer = HeldPeer()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_round, fetcher, peer)
         await peer.sent.wait()
+        meanwhile(peer)
+        peer.answer(answer)
+
+
+async def test_a_deposed_leaders_late_truncation_answer_changes_nothing(tmp_path: Path) -> None:
+    partition = follower(tmp_path)
+    fetcher = fetcher_of(partition)
+
+    def broker_3_leads(_peer: HeldPeer) -> None:
         # Broker 2 stalls; broker 3 leads at epoch 14 and this replica follows it.
         partition.apply_leadership(3, 14, [3, 1], [1, 2, 3], 25)
         fetcher.remove(TP)
         partition.log.append_as_follower(batch(10, 5, 14))  # fetched from broker 3
-        peer.answer(offset_for_leader_epoch_answer(epoch=12, end_offset=4))
+
+    await one_round(fetcher, offset_for_leader_epoch_answer(epoch=12, end_offset=4),
+                    broker_3_leads)
     assert partition.log.log_end_offset == 15
 
 
 async def test_the_same_leader_re_followed_ignores_the_old_answer(tmp_path: Path) -> None:
     partition = follower(tmp_path)
-    fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
-    fetcher.add(TP)
-    peer = HeldPeer()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_round, fetcher, peer)
-        await peer.sent.wait()
+    fetcher = fetcher_of(partition)
+
+    def followed_afresh(_peer: HeldPeer) -> None:
         # LeaderAndIsr again (same leader, same epoch): the partition is followed afresh.
         fetcher.remove(TP)
         fetcher.add(TP)
-        peer.answer(offset_for_leader_epoch_answer(epoch=12, end_offset=4))
+
+    await one_round(fetcher, offset_for_leader_epoch_answer(epoch=12, end_offset=4),
+                    followed_afresh)
     assert partition.log.log_end_offset == 10
 
 
@@ -145,33 +162,22 @@ async def test_fetched_records_land_only_at_the_offset_they_were_fetched_for(
     tmp_path: Path,
 ) -> None:
     partition = follower(tmp_path)
-    fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
-    fetcher.add(TP)
+    fetcher = fetcher_of(partition)
     fetcher.partitions[TP].truncating = False
-    peer = HeldPeer()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_round, fetcher, peer)
-        await peer.sent.wait()
+
+    def log_moves(peer: HeldPeer) -> None:
         assert peer.request.topics[0].partitions[0].fetch_offset == 10
         partition.log.truncate_to(4)  # the log moved while the fetch was in flight
-        peer.answer(fetch_answer(batch(10, 5, 13), high_watermark=15))
+
+    await one_round(fetcher, fetch_answer(batch(10, 5, 13), high_watermark=15), log_moves)
     assert partition.log.log_end_offset == 4
 
 
 async def test_an_answer_for_the_current_state_is_applied(tmp_path: Path) -> None:
     partition = follower(tmp_path)
-    fetcher = ReplicaFetcher(Host(partition), leader_id=2)  # type: ignore[arg-type]
-    fetcher.add(TP)
-    peer = HeldPeer()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_round, fetcher, peer)
-        await peer.sent.wait()
-        peer.answer(offset_for_leader_epoch_answer(epoch=12, end_offset=4))
+    fetcher = fetcher_of(partition)
+    await one_round(fetcher, offset_for_leader_epoch_answer(epoch=12, end_offset=4))
     assert partition.log.log_end_offset == 4
     assert not fetcher.partitions[TP].truncating
-    peer = HeldPeer()
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_round, fetcher, peer)
-        await peer.sent.wait()
-        peer.answer(fetch_answer(batch(4, 3, 13), high_watermark=7))
+    await one_round(fetcher, fetch_answer(batch(4, 3, 13), high_watermark=7))
     assert partition.log.log_end_offset == 7
