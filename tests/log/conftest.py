@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from josefk.log.cleaner import Cleaner, OffsetMap
+from josefk.log.cleaner_manager import LogCleanerManager
 from josefk.log.config import LogConfig
 from josefk.log.log import FetchSlice, Log
+from josefk.log.manager import LogManager
 from josefk.log.segment import LogSegment
 from josefk.protocol.record_batch import (
     BatchHeader,
@@ -122,3 +125,19 @@ def make_log(tmp_path: Path) -> Iterator[Callable[..., Log]]:
     for log in opened:
         with contextlib.suppress(Exception):  # already closed, or broken by the test
             log.close()
+
+
+def clean_pass(lm: LogManager, cleaners: LogCleanerManager | None = None, now: int | None = None,
+          slots: int = 10_000) -> int | None:
+    """One pass, synchronously (the swap runs inline); the new first dirty offset."""
+    cleaners = cleaners or LogCleanerManager(lm)
+    plan = cleaners.grab_filthiest(now)
+    if plan is None:
+        return None
+    end = None
+    try:
+        end, _ = Cleaner(OffsetMap(slots)).clean(
+            plan, lambda group, writer: cleaners.replace(plan, group, writer))
+    finally:
+        cleaners.done(plan, end)
+    return end

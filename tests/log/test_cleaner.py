@@ -20,7 +20,7 @@ from josefk.log.manager import LogManager, write_checkpoints
 from josefk.log.records import delete_horizon_ms
 from josefk.protocol.record_batch import assign_offset
 
-from .conftest import BASE_TS, GZIP, NONE, files_with
+from .conftest import BASE_TS, GZIP, NONE, clean_pass, files_with
 
 Item = tuple[bytes | None, bytes | None]  # (key, value); a None value is a tombstone
 
@@ -72,22 +72,6 @@ def manager(tmp_path: Path):
             lm.shutdown()
 
 
-def clean(lm: LogManager, cleaners: LogCleanerManager | None = None, now: int | None = None,
-          slots: int = 10_000) -> int | None:
-    """One pass, synchronously (the swap runs inline); the new first dirty offset."""
-    cleaners = cleaners or LogCleanerManager(lm)
-    plan = cleaners.grab_filthiest(now)
-    if plan is None:
-        return None
-    end = None
-    try:
-        end, _ = Cleaner(OffsetMap(slots)).clean(
-            plan, lambda group, writer: cleaners.replace(plan, group, writer))
-    finally:
-        cleaners.done(plan, end)
-    return end
-
-
 def fill(log: Log, versions: int, keys: int, per_batch: int = 4) -> None:
     items = [(b"key-%d" % k, b"v%d-%d" % (v, k)) for v in range(versions) for k in range(keys)]
     for i in range(0, len(items), per_batch):
@@ -126,7 +110,7 @@ def test_keeps_the_last_value_of_every_key_at_its_offset(manager):
     size_before = log.size_in_bytes()
     assert len(log.segments) > 3
     cleaners = LogCleanerManager(lm)
-    end = clean(lm, cleaners)
+    end = clean_pass(lm, cleaners)
     assert end == log.active_segment.base_offset
     after = records(log)
     assert {k: v for k, (_, v) in latest(after).items()} == {
@@ -135,7 +119,7 @@ def test_keeps_the_last_value_of_every_key_at_its_offset(manager):
     assert log.size_in_bytes() < size_before
     assert not files_with(log.directory, ".cleaned") and not files_with(log.directory, ".swap")
     # A second pass with nothing new to read finds nothing to do.
-    assert clean(lm, cleaners) is None
+    assert clean_pass(lm, cleaners) is None
 
 
 def test_a_reopened_log_reads_the_cleaned_segments(manager):
@@ -145,7 +129,7 @@ def test_a_reopened_log_reads_the_cleaned_segments(manager):
                                       compression=GZIP), leader_epoch=0)
     log.roll()
     log.high_watermark = log.log_end_offset
-    clean(lm)
+    clean_pass(lm)
     expected = records(log)
     assert len(expected) == 3
     lm.shutdown()
@@ -165,7 +149,7 @@ def test_tombstones_stay_until_their_delete_horizon(manager):
     log.high_watermark = log.log_end_offset
     cleaners = LogCleanerManager(lm)
     now = BASE_TS + 10_000
-    clean(lm, cleaners, now=now)
+    clean_pass(lm, cleaners, now=now)
     assert [(o, k, v) for o, k, v in records(log)] == [(1, b"b", b"1"), (2, b"a", None)]
     tombstone_batch = [h for s in log.segments for _, h in s.batches_from(0)][-1]
     assert delete_horizon_ms(tombstone_batch) == now + 1000
@@ -173,12 +157,12 @@ def test_tombstones_stay_until_their_delete_horizon(manager):
     log.append_as_leader(kv_batch([(b"c", b"1")]), leader_epoch=0)
     log.roll()
     log.high_watermark = log.log_end_offset
-    clean(lm, cleaners, now=now + 500)
+    clean_pass(lm, cleaners, now=now + 500)
     assert (2, b"a", None) in records(log)
     log.append_as_leader(kv_batch([(b"d", b"1")]), leader_epoch=0)
     log.roll()
     log.high_watermark = log.log_end_offset
-    clean(lm, cleaners, now=now + 1000)
+    clean_pass(lm, cleaners, now=now + 1000)
     assert [k for _, k, _ in records(log)] == [b"b", b"c", b"d"]
 
 
@@ -190,7 +174,7 @@ def test_an_emptied_batch_of_a_live_producer_stays_as_a_header(manager):
     log.append_as_leader(kv_batch([(b"c", b"x")]), leader_epoch=0)
     log.roll()
     log.high_watermark = log.log_end_offset
-    clean(lm)
+    clean_pass(lm)
     headers = [h for s in log.segments for _, h in s.batches_from(0)]
     first = headers[0]
     assert (first.base_offset, first.last_offset, first.record_count) == (0, 1, 0)
@@ -211,7 +195,7 @@ def test_records_past_a_full_offset_map_are_kept(manager):
     fill(log, versions=4, keys=6, per_batch=3)
     before = records(log)
     cleaners = LogCleanerManager(lm)
-    end = clean(lm, cleaners, slots=4)  # room for 3 keys
+    end = clean_pass(lm, cleaners, slots=4)  # room for 3 keys
     assert end is not None and end < log.log_end_offset
     after = records(log)
     # Nothing above the map's end changed; below it, only older duplicates went.
@@ -220,7 +204,7 @@ def test_records_past_a_full_offset_map_are_kept(manager):
         k: v for k, (_, v) in latest(before).items()}
     # Later passes carry on from there until everything is clean.
     for _ in range(20):
-        if clean(lm, cleaners, slots=4) is None:
+        if clean_pass(lm, cleaners, slots=4) is None:
             break
     assert len(records(log)) == 6
 
@@ -241,7 +225,7 @@ def test_keyless_records_are_refused_by_a_compacted_log(make_log):
 def test_a_follower_accepts_compacted_batches(manager, make_log):
     lm, log = manager(segment_bytes=600)
     fill(log, versions=5, keys=3)
-    clean(lm)
+    clean_pass(lm)
     data = b"".join(s.pread(0, s.size) for s in log.segments)
     follower = make_log("follower-0", cleanup_policy="compact")
     follower.append_as_follower(data)
@@ -256,7 +240,7 @@ def test_the_active_segment_and_data_above_the_high_watermark_stay(manager):
     hw = log.segments[1].base_offset
     log.high_watermark = hw
     before = records(log)
-    clean(lm)
+    clean_pass(lm)
     after = records(log)
     assert [r for r in after if r[0] >= hw] == [r for r in before if r[0] >= hw]
 
@@ -265,7 +249,7 @@ def test_first_dirty_offsets_are_checkpointed_in_kafkas_format(manager, tmp_path
     lm, log = manager(segment_bytes=600)
     fill(log, versions=4, keys=2)
     cleaners = LogCleanerManager(lm)
-    end = clean(lm, cleaners)
+    end = clean_pass(lm, cleaners)
     write_checkpoints(cleaners.checkpoint_offsets())
     assert (tmp_path / CLEANER_CHECKPOINT_FILE).read_text() == f"0\n1\ntopic 0 {end}\n"
     again = LogCleanerManager(lm)
@@ -315,7 +299,7 @@ def test_a_crash_at_every_step_of_a_swap_leaves_the_same_live_records(manager, t
     expected = {k: v for k, (_, v) in latest(records(log)).items()}
     offsets_by_key = latest(records(log))
     renames = _renames(monkeypatch)
-    clean(lm)
+    clean_pass(lm)
     total = len(renames)
     monkeypatch.undo()
     lm.shutdown()
@@ -338,7 +322,7 @@ def test_a_crash_at_every_step_of_a_swap_leaves_the_same_live_records(manager, t
 
         monkeypatch.setattr(os, "replace", failing)
         with contextlib.suppress(Crash):
-            clean(lm2)
+            clean_pass(lm2)
         monkeypatch.undo()
         # The process died: nothing is closed; the directory is opened again.
         reopened = Log.open(log2.directory, LogConfig(segment_bytes=500,
@@ -403,7 +387,7 @@ def test_cleaning_keeps_exactly_the_last_record_of_each_key(tmp_path_factory, ba
         before = records(log)
         model = latest(before)
         cleaners = LogCleanerManager(lm)
-        clean(lm, cleaners, now=BASE_TS)
+        clean_pass(lm, cleaners, now=BASE_TS)
         after = records(log)
         # Every key's last record survives at its offset; nothing else but tombstones
         # (kept until their horizon) ...
@@ -413,7 +397,7 @@ def test_cleaning_keeps_exactly_the_last_record_of_each_key(tmp_path_factory, ba
         log.append_as_leader(kv_batch([(b"z", b"1")]), leader_epoch=0)
         log.roll()
         log.high_watermark = log.log_end_offset
-        clean(lm, cleaners, now=BASE_TS + 1)
+        clean_pass(lm, cleaners, now=BASE_TS + 1)
         live = {k: v for k, (_, v) in model.items() if v is not None}
         live[b"z"] = next(v for _, k, v in records(log) if k == b"z")
         assert {k: v for _, k, v in records(log)} == live
@@ -429,7 +413,7 @@ def test_rebuilt_batches_keep_their_offsets_for_kafka_python(manager):
     log.append_as_leader(kv_batch([(b"c", b"1")]), leader_epoch=3)
     log.roll()
     log.high_watermark = log.log_end_offset
-    clean(lm)
+    clean_pass(lm)
     [first, *_] = [h for s in log.segments for _, h in s.batches_from(0)]
     assert (first.base_offset, first.last_offset, first.record_count) == (0, 2, 2)
     assert first.partition_leader_epoch == 3

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from josefk.log.cleaner import Cleaner, OffsetMap
 from josefk.log.cleaner_manager import LogCleanerManager
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
@@ -28,6 +27,8 @@ from josefk.log.records import delete_horizon_ms, iter_records
 from josefk.protocol.end_txn_marker import decode_marker
 from josefk.protocol.record_batch import BatchHeader, parse_header
 from josefk.protocol.varint import read_varint
+
+from .conftest import clean_pass
 
 T = int(time.time() * 1000)  # records and markers stamped now: no roll by time
 RETENTION = 1000
@@ -163,19 +164,6 @@ def open_manager(directory: Path, **overrides: object) -> tuple[LogManager, Log]
     return lm, lm.get_or_create_log("topic", 0)
 
 
-def clean(lm: LogManager, cleaners: LogCleanerManager, now: int) -> int | None:
-    plan = cleaners.grab_filthiest(now)
-    if plan is None:
-        return None
-    end = None
-    try:
-        end, _ = Cleaner(OffsetMap(10_000)).clean(
-            plan, lambda group, writer: cleaners.replace(plan, group, writer))
-    finally:
-        cleaners.done(plan, end)
-    return end
-
-
 def dirty_again(log: Log, n: int) -> None:
     """New data (and a roll) so that the log has something to clean."""
     plain(log, (b"filler-%d" % n, b"x"))
@@ -207,7 +195,7 @@ def test_aborted_data_never_removes_a_committed_value(tmp_path: Path) -> None:
         seal(log)
         expected = committed(log)
         assert latest(expected)[b"a"] == (0, b"committed")
-        clean(lm, LogCleanerManager(lm), now=T)
+        clean_pass(lm, LogCleanerManager(lm), now=T)
         assert committed(log) == expected
         # The aborted records are gone from the log itself, not only hidden.
         assert [v for _, _, v in uncommitted(log)] == [b"committed", b"p2", b"plain"]
@@ -227,7 +215,7 @@ def test_a_committed_transaction_compacts_like_plain_data(tmp_path: Path) -> Non
         p1.send((b"a", b"2"))
         p1.end(commit=True)
         seal(log)
-        clean(lm, LogCleanerManager(lm), now=T)
+        clean_pass(lm, LogCleanerManager(lm), now=T)
         assert committed(log) == [(1, b"b", b"1"), (3, b"a", b"2")]
 
     _with_log(tmp_path, body)
@@ -253,7 +241,7 @@ def test_markers_go_after_their_horizon_but_not_before(tmp_path: Path) -> None:
 
         # Pass 1 removes a's first value and the aborted data: both markers stay,
         # without a horizon (their transactions had data in this pass).
-        clean(lm, cleaners, now=T)
+        clean_pass(lm, cleaners, now=T)
         assert [(o, h) for o, _, _, h in markers(log)] == [
             (commit1, None), (abort, None), (commit2, None), (commit3, None)]
         assert log.collect_aborted_transactions(0, log.log_end_offset) == [(P2, 2)]
@@ -261,7 +249,7 @@ def test_markers_go_after_their_horizon_but_not_before(tmp_path: Path) -> None:
 
         # Pass 2 finds those transactions empty: the horizon is stamped, the index entry goes.
         dirty_again(log, 1)
-        clean(lm, cleaners, now=T + 10)
+        clean_pass(lm, cleaners, now=T + 10)
         horizon = T + 10 + RETENTION
         assert [(o, h) for o, _, _, h in markers(log)] == [
             (commit1, horizon), (abort, horizon), (commit2, None), (commit3, None)]
@@ -269,10 +257,10 @@ def test_markers_go_after_their_horizon_but_not_before(tmp_path: Path) -> None:
 
         # Before the horizon they stay; at it they go. Markers of live data stay.
         dirty_again(log, 2)
-        clean(lm, cleaners, now=horizon - 1)
+        clean_pass(lm, cleaners, now=horizon - 1)
         assert [o for o, *_ in markers(log)] == [commit1, abort, commit2, commit3]
         dirty_again(log, 3)
-        clean(lm, cleaners, now=horizon)
+        clean_pass(lm, cleaners, now=horizon)
         assert [o for o, *_ in markers(log)] == [commit2, commit3]
         assert {k: v for k, v in latest(committed(log)).items() if k in expected} == expected
         assert uncommitted(log)[:2] == [(commit2 - 1, b"a", b"2"), (commit3 - 1, b"c", b"1")]
@@ -291,13 +279,13 @@ def test_an_open_transaction_is_not_touched(tmp_path: Path) -> None:
         seal(log)
         assert log.last_stable_offset == first_open
         before = [r for r in uncommitted(log) if r[0] >= first_open]
-        clean(lm, LogCleanerManager(lm), now=T)
+        clean_pass(lm, LogCleanerManager(lm), now=T)
         assert [r for r in uncommitted(log) if r[0] >= first_open] == before
         assert committed(log) == [(2, b"a", b"plain")]
         # Once committed (and the log cleaned again), the open value is superseded.
         p1.end(commit=True)
         dirty_again(log, 1)
-        clean(lm, LogCleanerManager(lm), now=T)
+        clean_pass(lm, LogCleanerManager(lm), now=T)
         assert [r for r in committed(log) if r[1] == b"a"] == [(first_open + 1, b"a", b"later")]
 
     _with_log(tmp_path, body)
@@ -324,9 +312,9 @@ def test_last_batches_of_producers_and_restarts(tmp_path: Path) -> None:
         state = producer_view(log)
         expected = committed(log)
         for now in (T, T + 10, T + 10 + RETENTION):
-            clean(lm, cleaners, now=now)
+            clean_pass(lm, cleaners, now=now)
             dirty_again(log, now)
-        clean(lm, cleaners, now=T + 10 + RETENTION)
+        clean_pass(lm, cleaners, now=T + 10 + RETENTION)
         headers = {h.producer_id: h for h, _ in batches(log) if h.has_producer_id
                    and not h.is_control}
         # P1's aborted last batch stays as an empty header, so its marker and entry stay.
@@ -411,7 +399,7 @@ def test_cleaning_transactions_matches_a_model(tmp_path_factory, ops, leave_open
         cleaners = LogCleanerManager(lm)
         ends = []
         for n, now in enumerate((T, T + 1, T + 2 + RETENTION, T + 3 + 2 * RETENTION)):
-            ends.append(clean(lm, cleaners, now=now) or 0)
+            ends.append(clean_pass(lm, cleaners, now=now) or 0)
             dirty_again(log, n)
         after = committed(log)
         for key, (offset, value) in model.items():

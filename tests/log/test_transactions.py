@@ -19,8 +19,6 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from josefk.log.cleaner import Cleaner, OffsetMap
-from josefk.log.cleaner_manager import LogCleanerManager
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
 from josefk.log.manager import LogManager
@@ -40,7 +38,7 @@ from josefk.protocol.end_txn_marker import (
 )
 from josefk.protocol.record_batch import InvalidRecordError, check_batch, parse_header
 
-from .conftest import BASE_TS, files_with, seg_name
+from .conftest import BASE_TS, clean_pass, files_with, seg_name
 
 P1, P2 = 1000, 2000
 ENTRY = struct.Struct(">hqqqq")
@@ -352,20 +350,6 @@ def _compacted(tmp_path: Path) -> tuple[LogManager, Log]:
     return lm, lm.get_or_create_log("topic", 0)
 
 
-def _clean(lm: LogManager) -> int | None:
-    cleaners = LogCleanerManager(lm)
-    plan = cleaners.grab_filthiest(None)
-    if plan is None:
-        return None
-    end = None
-    try:
-        end, _ = Cleaner(OffsetMap(10_000)).clean(
-            plan, lambda group, writer: cleaners.replace(plan, group, writer))
-    finally:
-        cleaners.done(plan, end)
-    return end
-
-
 def test_the_cleaner_stops_at_an_open_transaction_and_keeps_the_index(tmp_path: Path) -> None:
     lm, log = _compacted(tmp_path)
     try:
@@ -377,7 +361,7 @@ def test_the_cleaner_stops_at_an_open_transaction_and_keeps_the_index(tmp_path: 
         log.roll()
         log.high_watermark = log.log_end_offset
         assert log.last_stable_offset == 12
-        assert (_clean(lm) or 0) <= 12  # nothing at or above the open transaction
+        assert (clean_pass(lm) or 0) <= 12  # nothing at or above the open transaction
         assert len([h for s in log.segments for _, h in s.batches_from(0)
                     if h.base_offset >= 12]) == 7
         log.append_control_batch(P1, 0, 0, commit=False, leader_epoch=0)
@@ -386,7 +370,7 @@ def test_the_cleaner_stops_at_an_open_transaction_and_keeps_the_index(tmp_path: 
         log.high_watermark = log.log_end_offset
         entries = [t for s in log.segments for t in s.txn_index.entries]
         holder = log.segments[log._segment_index_for(entries[0].last_offset)]
-        assert entries and _clean(lm) is not None
+        assert entries and clean_pass(lm) is not None
         assert log.segments[log._segment_index_for(entries[0].last_offset)] is not holder
         assert [t for s in log.segments for t in s.txn_index.entries] == entries
         assert log.collect_aborted_transactions(0, log.log_end_offset) == [(P1, 12)]
