@@ -40,3 +40,10 @@ class RecordListTooLargeError(RecordBatchError):
     """Records larger than a whole segment (RECORD_LIST_TOO_LARGE)."""
 
     error_code = 18
+
+
+class StorageError(OSError):
+    """A log file could not be opened or written (KAFKA_STORAGE_ERROR): the request that
+    needed it fails, the broker and its other partitions go on."""
+
+    error_code = 56

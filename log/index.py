@@ -1,35 +1,45 @@
-"""A memory-mapped, preallocated index file: the part the offset and time indexes share."""
+"""An index file held in memory: the part the offset and time indexes share.
+
+Kafka memory-maps index files and closes their descriptors. Python's mmap keeps a
+duplicate descriptor for as long as the map lives (until 3.13's ``trackfd``), which
+would cost two descriptors per partition; so an index lives in a buffer instead:
+
+- the active segment's entries in a bytearray, its file preallocated as Kafka's is and
+  written with ``pwrite`` on flush, roll and close (after a crash, recovery rebuilds
+  the indexes of every segment above the recovery point from the log, as Kafka does);
+- a sealed index read into memory on first use; past ``SEALED_CACHE_BYTES`` of them,
+  the least recently used are dropped and read again when next needed.
+
+No index holds a file descriptor between calls.
+"""
 
 from __future__ import annotations
 
-import mmap
 import os
-import resource
 import struct
+import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from pathlib import Path
 
-# Python's mmap keeps a duplicate file descriptor per map, so sealed indexes are
-# mapped on demand and the least recently used maps are closed past an eighth of
-# the process's file descriptor limit.
-_open_sealed: OrderedDict[int, MappedIndex] = OrderedDict()
+from josefk.log.file_cache import FILES
 
-
-def max_open_sealed_indexes() -> int:
-    return max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 8)
+#: Memory for the entries of sealed indexes read from disk (a module setting for tests).
+SEALED_CACHE_BYTES = 64 << 20
+_loaded_sealed: OrderedDict[int, IndexFile] = OrderedDict()
+_loaded_bytes = 0
 
 
 class CorruptIndexError(Exception):
     """An index file that fails its sanity check; it is rebuilt from the log."""
 
 
-class MappedIndex(ABC):
-    """Fixed-size entries in a memory-mapped file, sorted by their key.
+class IndexFile(ABC):
+    """Fixed-size entries sorted by their key, in memory and in a file.
 
-    The active segment's index is preallocated to ``max_index_size`` (rounded down
-    to whole entries) and trimmed to its entries when the segment rolls or closes,
-    as Kafka does; an inactive index is mapped read-only on first use.
+    The active segment's index file is preallocated to ``max_index_size`` (rounded
+    down to whole entries) and trimmed to its entries when the segment rolls or
+    closes, as Kafka does; an inactive index is read-only.
     """
 
     entry: struct.Struct  # set by subclasses
@@ -39,45 +49,54 @@ class MappedIndex(ABC):
         self.base_offset = base_offset
         self.max_entries = max_index_size // self.entry.size
         self._writable = writable
-        self._mmap: mmap.mmap | None = None
+        self._buf: bytearray | bytes | None = None
         self._entries: int | None = None
         self._last: tuple[int, int] | None = None
+        # Bytes of the buffer from which the file may differ (active index only).
+        self._dirty_from = 0
+        # A flush from a worker thread against truncation on the event loop.
+        self._lock = threading.Lock()
         if writable:
             self._open()
 
-    # --- mapping -----------------------------------------------------------
+    # --- loading ------------------------------------------------------------------
+
+    def _read_file(self, preallocate: bool) -> bytes:
+        flags = os.O_RDWR | os.O_CREAT if preallocate else os.O_RDONLY
+        try:
+            fd = FILES.open_transient(self.path, flags)
+        except FileNotFoundError:
+            return b""
+        try:
+            length = os.fstat(fd).st_size
+            data = os.pread(fd, length, 0) if length else b""
+            if preallocate and length != self.max_entries * self.entry.size:
+                os.ftruncate(fd, self.max_entries * self.entry.size)
+            return data
+        finally:
+            os.close(fd)
 
     def _open(self) -> None:
         self._last = None
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            length = os.fstat(fd).st_size
-            entries = length // self.entry.size
-            if self._writable:
-                os.ftruncate(fd, self.max_entries * self.entry.size)
-                size = self.max_entries * self.entry.size
-                access = mmap.ACCESS_WRITE
-            else:
-                size = entries * self.entry.size
-                access = mmap.ACCESS_READ
-            self._mmap = mmap.mmap(fd, size, access=access) if size else None
-            self._entries = min(entries, self.max_entries) if self._writable else entries
-        finally:
-            os.close(fd)
+        data = self._read_file(preallocate=self._writable)
+        entries = len(data) // self.entry.size
+        if self._writable:
+            entries = min(entries, self.max_entries)
+            self._buf = bytearray(data[:entries * self.entry.size])
+            self._dirty_from = len(self._buf)
+        else:
+            self._buf = data[:entries * self.entry.size]
+        self._entries = entries
 
     def _ensure_open(self) -> None:
         if self._entries is None:
             self._open()
         if not self._writable:
-            _open_sealed[id(self)] = self
-            _open_sealed.move_to_end(id(self))
-            while len(_open_sealed) > max_open_sealed_indexes():
-                _, evicted = _open_sealed.popitem(last=False)
-                evicted._unmap()
+            _remember_sealed(self)
 
     def _unmap(self) -> None:
-        """Release the map of a sealed index; the next lookup maps it again."""
-        self._close_map()
+        """Drop a sealed index's entries from memory; the next lookup reads them again."""
+        self._buf = None
         self._entries = None
 
     @property
@@ -107,8 +126,10 @@ class MappedIndex(ABC):
 
     def entry_at(self, slot: int) -> tuple[int, int]:
         """The entry in ``slot`` as (absolute offset or timestamp, value)."""
-        assert self._mmap is not None
-        return self._decode(self.entry.unpack_from(self._mmap, slot * self.entry.size))
+        if self._buf is None:
+            self._ensure_open()
+        assert self._buf is not None
+        return self._decode(self.entry.unpack_from(self._buf, slot * self.entry.size))
 
     def all_entries(self) -> list[tuple[int, int]]:
         return [self.entry_at(i) for i in range(self.entries)]
@@ -116,20 +137,24 @@ class MappedIndex(ABC):
     def _append_raw(self, *fields: int) -> None:
         if not self._writable:
             raise RuntimeError(f"{self.path} is not the active index")
+        assert self._entries is not None and isinstance(self._buf, bytearray)
         if self._entries >= self.max_entries:
             raise RuntimeError(f"{self.path} is full ({self.max_entries} entries)")
-        assert self._mmap is not None
-        self.entry.pack_into(self._mmap, self._entries * self.entry.size, *fields)
+        self._buf += self.entry.pack(*fields)
         self._entries += 1
         self._last = self._decode(fields)
 
     def _truncate_entries(self, entries: int) -> None:
         self._ensure_open()
-        assert self._entries is not None
-        self._entries = min(self._entries, entries)
+        assert self._entries is not None and self._buf is not None
+        with self._lock:
+            self._entries = min(self._entries, entries)
+            size = self._entries * self.entry.size
+            self._buf = self._buf[:size]
+            self._dirty_from = min(self._dirty_from, size)
         self._last = None
         if not self._writable:
-            self._reopen_trimmed()
+            self._write_trimmed()
 
     def _floor_slot(self, target: int, key_of: int = 0) -> int:
         """The last slot whose key is <= target, or -1 if there is none."""
@@ -148,56 +173,72 @@ class MappedIndex(ABC):
     def _decode(self, raw: tuple[int, ...]) -> tuple[int, int]:
         """An entry as stored → (absolute key, value)."""
 
-    # --- lifecycle -----------------------------------------------------------
+    # --- writing -----------------------------------------------------------------
 
     def flush(self) -> None:
-        if self._mmap is not None and self._writable:
-            self._mmap.flush()
+        """Write the entries the file lacks and fsync it (the active index only)."""
+        if not self._writable or self._buf is None:
+            return
+        with self._lock:
+            start = self._dirty_from
+            data = bytes(self._buf[start:])
+            fd = FILES.open_transient(self.path, os.O_WRONLY)
+            try:
+                _write_all(fd, data, start)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._dirty_from = start + len(data)
+
+    def _write_trimmed(self) -> None:
+        """Make the file exactly the entries (rolled, closed or truncated while sealed)."""
+        with self._lock:
+            data = bytes(self._buf or b"")
+            fd = FILES.open_transient(self.path, os.O_WRONLY | os.O_CREAT)
+            try:
+                _write_all(fd, data[self._dirty_from:] if self._writable else data,
+                           self._dirty_from if self._writable else 0)
+                os.ftruncate(fd, len(data))
+            finally:
+                os.close(fd)
+            self._dirty_from = len(data)
+
+    # --- lifecycle -----------------------------------------------------------
 
     def trim_and_seal(self) -> None:
         """Trim the file to its entries and make the index read-only (segment rolled)."""
-        self._reopen_trimmed()
+        self.entries  # noqa: B018 - a sealed index not read yet must be before it is trimmed
+        self._write_trimmed()
         self._writable = False
+        self._buf = bytes(self._buf or b"")
+        _remember_sealed(self)
 
     def make_writable(self) -> None:
         """Preallocate again: the segment became active (truncation made it the last)."""
-        self._close_map()
-        self._writable = True
-        self._open_with_entries()
-
-    def _open_with_entries(self) -> None:
+        if self._writable:
+            return
+        _forget_sealed(self)
         entries = self._entries
-        self._entries = None
+        self._writable = True
         self._open()
         if entries is not None:
-            self._entries = min(entries, self._entries or 0)
-
-    def _reopen_trimmed(self) -> None:
-        """Trim the file to its entries; it is mapped again (read-only) on next use."""
-        entries = self.entries
-        self.flush()
-        self._close_map()
-        with open(self.path, "r+b") as f:
-            f.truncate(entries * self.entry.size)
-        self._entries = None
-        self._writable = False
-
-    def _close_map(self) -> None:
-        _open_sealed.pop(id(self), None)
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+            self._truncate_entries(entries)
 
     def close(self) -> None:
         """Trim to the real entries so the next open knows how many there are."""
         if self._writable and self._entries is not None:
-            self._reopen_trimmed()
-        self._close_map()
-        self._entries = None
+            self._write_trimmed()
+            self._writable = False
+        _forget_sealed(self)
+        self._unmap()
+
+    def drop(self) -> None:
+        """Forget the entries without writing them (a crash, in tests)."""
+        _forget_sealed(self)
+        self._unmap()
 
     def delete(self) -> None:
-        self._close_map()
-        self._entries = None
+        self.drop()
         self.path.unlink(missing_ok=True)
 
     def rename(self, path: Path) -> None:
@@ -206,7 +247,35 @@ class MappedIndex(ABC):
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
-        self._close_map()
+        self.drop()
         self.path.unlink(missing_ok=True)
-        self._entries = None
         self._open()
+
+
+def _write_all(fd: int, data: bytes, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
+
+
+def _remember_sealed(index: IndexFile) -> None:
+    """Mark a sealed index as just used; drop the least recently used past the budget."""
+    global _loaded_bytes
+    key = id(index)
+    if key in _loaded_sealed:
+        _loaded_sealed.move_to_end(key)
+        return
+    _loaded_sealed[key] = index
+    _loaded_bytes += len(index._buf or b"")
+    while _loaded_bytes > SEALED_CACHE_BYTES and len(_loaded_sealed) > 1:
+        _, evicted = _loaded_sealed.popitem(last=False)
+        _loaded_bytes -= len(evicted._buf or b"")
+        evicted._unmap()
+
+
+def _forget_sealed(index: IndexFile) -> None:
+    global _loaded_bytes
+    if _loaded_sealed.pop(id(index), None) is not None:
+        _loaded_bytes -= len(index._buf or b"")

@@ -65,10 +65,14 @@ class FetchSlice:
     position: int
     length: int
 
-    @property
-    def fd(self) -> int:
+    def pin(self) -> int:
+        """The segment file's descriptor, kept open until :meth:`unpin` (for sendfile)."""
         assert self.segment is not None
-        return self.segment.fd
+        return self.segment.acquire_fd()
+
+    def unpin(self) -> None:
+        assert self.segment is not None
+        self.segment.release_fd_pin()
 
     def read_bytes(self) -> bytes:
         """The slice's bytes; for tests and replication, not the fetch path."""
@@ -362,6 +366,9 @@ class Log(LogTransactions):
             return current
         self.producer_state.map_end_offset = base
         self.producer_state.take_snapshot()
+        # The new segment's files first: if they cannot be created, nothing has changed.
+        segment = LogSegment(self.directory, base, self.config.index_interval_bytes,
+                             self.config.segment_index_bytes, active=True)
         if current.size == 0:
             # An empty active segment is replaced rather than left behind.
             self._delete_now(current)
@@ -372,8 +379,6 @@ class Log(LogTransactions):
                 self.log_start_offset = max(self.log_start_offset, base)
         else:
             current.on_become_inactive()
-        segment = LogSegment(self.directory, base, self.config.index_interval_bytes,
-                             self.config.segment_index_bytes, active=True)
         self.segments.append(segment)
         self._base_offsets.append(base)
         return segment

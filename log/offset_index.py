@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import struct
 
-from josefk.log.index import CorruptIndexError, MappedIndex
+from josefk.log.index import CorruptIndexError, IndexFile
 
 
-class OffsetIndex(MappedIndex):
+class OffsetIndex(IndexFile):
     """Entries of 4-byte relative offset + 4-byte position, as in Kafka's ``.index``.
 
     An entry names a batch by its last offset and its position in the ``.log``

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from kafka.record.default_records import DefaultRecordBatch
 
+from josefk.log.file_cache import FILES, CachedFile
 from josefk.log.index import CorruptIndexError
 from josefk.log.offset_index import OffsetIndex
 from josefk.log.time_index import NO_TIMESTAMP, TimeIndex
@@ -71,10 +72,16 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         stem = directory / segment_name(base_offset)
-        self.log_path = stem.with_suffix(LOG_SUFFIX)
-        # Inactive segments open their file on first read: a log may have thousands.
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644) if active else -1
-        self.size = os.fstat(self._fd).st_size if active else os.stat(self.log_path).st_size
+        # Opened on demand through the broker's bounded cache of descriptors.
+        self._file = CachedFile(stem.with_suffix(LOG_SUFFIX))
+        if active:
+            fd = FILES.acquire(self._file, create=True)
+            try:
+                self.size = os.fstat(fd).st_size
+            finally:
+                FILES.release(self._file)
+        else:
+            self.size = os.stat(self.log_path).st_size
         self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset,
                                         max_index_size, writable=active)
         self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset,
@@ -91,11 +98,20 @@ class LogSegment:
     # --- files ---------------------------------------------------------------
 
     @property
-    def fd(self) -> int:
-        """The ``.log`` file descriptor; readers ``os.sendfile`` straight from it."""
-        if self._fd < 0:
-            self._fd = os.open(self.log_path, os.O_RDWR)
-        return self._fd
+    def log_path(self) -> Path:
+        return self._file.path
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._file.path = path
+
+    def acquire_fd(self) -> int:
+        """The ``.log`` file's descriptor, held open until :meth:`release_fd_pin`
+        (readers ``os.sendfile`` straight from it)."""
+        return FILES.acquire(self._file)
+
+    def release_fd_pin(self) -> None:
+        FILES.release(self._file)
 
     @staticmethod
     def index_files_exist_for(directory: Path, base_offset: int) -> bool:
@@ -103,20 +119,28 @@ class LogSegment:
         return all(stem.with_suffix(s).exists() for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
 
     def pread(self, position: int, length: int) -> bytes:
-        chunks = []
-        while length > 0:
-            chunk = os.pread(self.fd, length, position)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            position += len(chunk)
-            length -= len(chunk)
-        return b"".join(chunks)
+        fd = FILES.acquire(self._file)
+        try:
+            chunk = os.pread(fd, length, position)
+            if len(chunk) == length:
+                return chunk  # the common case: one read
+            chunks = []
+            while chunk:
+                chunks.append(chunk)
+                position += len(chunk)
+                length -= len(chunk)
+                if length <= 0:
+                    break
+                chunk = os.pread(fd, length, position)
+            return b"".join(chunks)
+        finally:
+            FILES.release(self._file)
 
-    def _write_at(self, data: bytes | bytearray | memoryview, position: int) -> None:
+    @staticmethod
+    def _write_at(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
         view = memoryview(data)
         while view:
-            written = os.pwrite(self.fd, view, position)
+            written = os.pwrite(fd, view, position)
             view = view[written:]
             position += written
 
@@ -140,14 +164,18 @@ class LogSegment:
             # after the write would see them all at once and index too few timestamps.
             self.max_timestamp_so_far()
         size = data_size(data)
-        if isinstance(data, list):
-            written = os.pwritev(self.fd, data, start)
-            if written < size:
-                self._write_at(memoryview(b"".join(data))[written:], start + written)
-        else:
-            written = os.pwrite(self.fd, data, start)
-            if written < size:
-                self._write_at(memoryview(data)[written:], start + written)
+        fd = FILES.acquire(self._file)
+        try:
+            if isinstance(data, list):
+                written = os.pwritev(fd, data, start)
+                if written < size:
+                    self._write_at(fd, memoryview(b"".join(data))[written:], start + written)
+            else:
+                written = os.pwrite(fd, data, start)
+                if written < size:
+                    self._write_at(fd, memoryview(data)[written:], start + written)
+        finally:
+            FILES.release(self._file)
         self.size += size
         for pos, header in batches:
             self._index_batch(start + pos, header)
@@ -198,10 +226,15 @@ class LogSegment:
         self.release_fd()
 
     def release_fd(self) -> None:
-        """Close the ``.log`` file until the next read reopens it (sealed segments only)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Close the ``.log`` file (once no one uses it) until the next read reopens it."""
+        FILES.close(self._file)
+
+    def _truncate_file(self, size: int) -> None:
+        fd = FILES.acquire(self._file)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            FILES.release(self._file)
 
     def _seal_indexes(self) -> None:
         max_ts = self.max_timestamp_so_far()
@@ -303,7 +336,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self.size - position
-        os.ftruncate(self.fd, position)
+        self._truncate_file(position)
         self.size = position
         if position == 0:
             self._rolling_timestamp = None
@@ -341,7 +374,7 @@ class LogSegment:
             valid = position + header.size
         truncated = self.size - valid
         if truncated:
-            os.ftruncate(self.fd, valid)
+            self._truncate_file(valid)
             self.size = valid
         self._checked_indexes = True
         if not active:
@@ -396,7 +429,11 @@ class LogSegment:
     # --- lifecycle -------------------------------------------------------------
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        fd = FILES.acquire(self._file)
+        try:
+            os.fsync(fd)
+        finally:
+            FILES.release(self._file)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()

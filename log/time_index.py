@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import struct
 
-from josefk.log.index import CorruptIndexError, MappedIndex
+from josefk.log.index import CorruptIndexError, IndexFile
 
 NO_TIMESTAMP = -1
 
 
-class TimeIndex(MappedIndex):
+class TimeIndex(IndexFile):
     """Entries of 8-byte timestamp + 4-byte relative offset, as in Kafka's ``.timeindex``.
 
     Timestamps strictly increase: an entry is added only when a batch raises the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 SENTINEL_SIZE = 16
@@ -19,16 +20,18 @@ _INT32 = struct.Struct(">i")
 
 @dataclass(slots=True)
 class FileRegion:
-    """``length`` bytes of an open file from ``position``; owns ``fd`` (a dup)."""
+    """``length`` bytes of an open file from ``position``; ``release`` lets go of ``fd``
+    once sent (the segment file stays open, pinned in the log's descriptor cache)."""
 
     fd: int
     position: int
     length: int
+    release: Callable[[], None]
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
             self.fd = -1
+            self.release()
 
 
 Part = bytes | memoryview | FileRegion

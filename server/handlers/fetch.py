@@ -8,13 +8,12 @@ the leader how far the follower has got (which moves the high watermark and may
 bring it back into the ISR), and gets the diverging epoch when its last fetched
 epoch does not match the leader's log (KIP-320 truncation on fetch).
 
-Record bytes are not read into Python: each partition's slice of a segment
+Record bytes of a large slice are not read into Python: the slice of a segment
 file becomes a FileRegion sent with sendfile after the encoded response parts.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,6 +23,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
 from josefk.cluster.partition import PartitionError
+from josefk.log.errors import StorageError
 from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.error_codes import (
     NOT_LEADER_OR_FOLLOWER,
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
 FETCH = 1
+#: Record slices up to this size are read into the response, larger ones sent with sendfile.
+COPY_MAX = 64 * 1024
 READ_COMMITTED = 1
 
 TopicResp = FetchResponse.FetchableTopicResponse
@@ -63,6 +65,7 @@ class PartitionRead:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     region: FileRegion | None = None
+    records: bytes = b""
     aborted: list[tuple[int, int]] | None = None  # (producer id, first offset)
     keys: list[Any] = field(default_factory=list)
 
@@ -127,8 +130,14 @@ def _read_all(broker: Broker, reads: list[PartitionRead], max_bytes: int,
     total = 0
     for r in reads:
         limit = min(r.max_bytes, max_bytes - total)
-        total += _read_one(broker, r, max(limit, 0), min_one=(total == 0), read_committed=
-                           read_committed, replica=replica)
+        try:
+            total += _read_one(broker, r, max(limit, 0), min_one=(total == 0),
+                               read_committed=read_committed, replica=replica)
+        except StorageError as e:
+            # Logged where it happened; this partition answers with the error, the others go on.
+            r.release()
+            r.records = b""
+            r.error_code = e.error_code
     return total
 
 
@@ -177,8 +186,12 @@ def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
         return 0
     if read_committed:
         r.aborted = log.aborted_transactions_in(piece, r.fetch_offset, upper)
-    # A private descriptor: the segment may roll or be deleted while we send.
-    r.region = FileRegion(os.dup(piece.fd), piece.position, piece.length)
+    if piece.length <= COPY_MAX:
+        # Copied: no descriptor stays pinned for the many small reads of a wide fetch.
+        r.records = piece.read_bytes()
+    else:
+        # Pinned: the segment may roll or be deleted while we send; its file stays open.
+        r.region = FileRegion(piece.pin(), piece.position, piece.length, piece.unpin)
     return piece.length
 
 
@@ -204,7 +217,7 @@ def _encode(request: Request, reads: list[PartitionRead]) -> Response:
     topics: list[Any] = []
     current: tuple[Any, Any] | None = None
     for r in reads:
-        records = b""
+        records = r.records
         if r.region is not None:
             records = new_sentinel()
             regions[records] = r.region

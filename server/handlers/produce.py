@@ -11,6 +11,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.cluster.txn_log import TopicPartition
+from josefk.log.errors import StorageError
 from josefk.log.log import RecordValidationError
 from josefk.protocol.error_codes import (
     CORRUPT_MESSAGE,
@@ -147,6 +148,11 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks:
         return result
     try:
         info = partition.append_records(records, acks)
+    except StorageError as e:
+        # Logged where it happened; the partition and everything it holds stay as they were.
+        result["error_code"] = e.error_code
+        result["error_message"] = str(e)
+        return result
     except (RecordBatchError, PartitionError) as e:
         logger.info("produce to %s-%d rejected: %s", topic, index, e)
         result["error_code"] = e.error_code

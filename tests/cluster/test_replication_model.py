@@ -182,7 +182,7 @@ def kill(log: Log) -> None:
     no producer snapshot (the page cache keeps what was written)."""
     for segment in [*log.segments, *(s for _, s in log.pending_deletes)]:
         for index in (segment.offset_index, segment.time_index):
-            index._close_map()
+            index.drop()
         segment.release_fd()
 
 
@@ -292,7 +292,7 @@ class ModelPeer:
         self.check([r.error_code for r in reads])
         topics_: dict[str, list[Any]] = {}
         for r in reads:
-            records = b""
+            records = r.records
             if r.region is not None:
                 records = os.pread(r.region.fd, r.region.length, r.region.position)
                 r.release()

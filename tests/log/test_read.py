@@ -273,11 +273,9 @@ def test_create_time_is_kept_as_sent(make_log) -> None:
     assert log_records(log) == [(0, BASE_TS + 5), (1, BASE_TS + 2)]
 
 
-def test_reads_survive_evicted_index_maps(make_log, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sealed index maps are closed past a limit; lookups must map them again."""
-    if not hasattr(index_module, "max_open_sealed_indexes"):
-        pytest.skip("no limit on open sealed index maps")
-    monkeypatch.setattr(index_module, "max_open_sealed_indexes", lambda: 2)
+def test_reads_survive_evicted_indexes(make_log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sealed indexes are dropped from memory past a budget; lookups must read them again."""
+    monkeypatch.setattr(index_module, "SEALED_CACHE_BYTES", 40)
     log = make_log(segment_bytes=500, index_interval_bytes=50)
     for i in range(60):
         log.append_as_leader(build_batch(1 + i % 3, BASE_TS + (i * 37) % 100), leader_epoch=0,
