@@ -97,6 +97,11 @@ class FileCache:
             else:
                 self._close(file)
 
+    def close_unused(self) -> int:
+        """Close every file no one is using right now; returns how many."""
+        with self._lock:
+            return self._evict(len(self._open))
+
     def open_transient(self, path: Path, flags: int, mode: int = 0o644) -> int:
         """A descriptor the caller closes itself soon (index and snapshot files), freeing
         cached ones if the process is out of descriptors."""

@@ -114,6 +114,8 @@ class Log(LogTransactions):
         self.pending_deletes: list[tuple[int, LogSegment]] = []
         # Bumped by every truncation: a cleaning pass planned before one must not swap.
         self.truncations = 0
+        # The base offset of the newest segment rolled: flushed up to it soon after.
+        self.rolled_to = 0
 
     # --- opening -----------------------------------------------------------------
 
@@ -379,6 +381,7 @@ class Log(LogTransactions):
                 self.log_start_offset = max(self.log_start_offset, base)
         else:
             current.on_become_inactive()
+            self.rolled_to = base
         self.segments.append(segment)
         self._base_offsets.append(base)
         return segment
@@ -478,6 +481,7 @@ class Log(LogTransactions):
         self.leader_epochs.truncate_from_end(self.log_end_offset)
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.rolled_to = min(self.rolled_to, self.log_end_offset)
         self.producer_state.delete_snapshots_above(self.log_end_offset)
         self._load_producer_state()
         self.producer_state.on_high_watermark_updated(self._high_watermark)
@@ -492,6 +496,7 @@ class Log(LogTransactions):
         self._base_offsets = [offset]
         self.leader_epochs.clear()
         self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+        self.rolled_to = min(self.rolled_to, offset)
         self._high_watermark = offset
         self.producer_state.delete_snapshots_above(-1)
         self.producer_state.reset()
@@ -621,25 +626,42 @@ class Log(LogTransactions):
     # --- flushing and closing -------------------------------------------------------
 
     def needs_flush(self, now: int | None = None) -> bool:
-        """True when ``flush.messages`` or ``flush.ms`` asks for an fsync."""
+        """True when ``flush.messages`` or ``flush.ms`` asks for an fsync, or a segment
+        rolled since the last flush."""
+        if self.rolled_to > self.recovery_point:
+            return True
         if self.unflushed_messages == 0:
             return False
         now = now_ms() if now is None else now
         return (self.unflushed_messages >= self.config.flush_messages
                 or now - self.last_flush_ms >= self.config.flush_ms)
 
-    def flush(self) -> None:
-        """fsync every segment holding data above the recovery point.
+    def flush_due(self, now: int | None = None) -> None:
+        """The flush :meth:`needs_flush` asked for: the whole log if the flush policy
+        says so, else only the segments that rolled (as Kafka flushes on roll, so that
+        a crash recovers no more than the active segments)."""
+        now = now_ms() if now is None else now
+        policy = self.unflushed_messages > 0 and (
+            self.unflushed_messages >= self.config.flush_messages
+            or now - self.last_flush_ms >= self.config.flush_ms)
+        self.flush(None if policy else self.rolled_to)
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding data above the recovery point (below ``up_to``,
+        the base offset of a segment, if given) and move the recovery point there.
 
         Blocking: the server calls it from a worker thread, never the event loop.
         """
-        target = self.log_end_offset
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         first = max(0, self._segment_index_for(self.recovery_point))
         for segment in list(self.segments[first:]):
+            if segment.base_offset >= target and up_to is not None:
+                break
             segment.flush()
         self.recovery_point = max(self.recovery_point, target)
-        self.unflushed_messages = 0
-        self.last_flush_ms = now_ms()
+        if up_to is None:
+            self.unflushed_messages = 0
+            self.last_flush_ms = now_ms()
 
     def close(self) -> None:
         """Close every segment; a snapshot of producer state spares the next start a replay."""

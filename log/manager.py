@@ -22,6 +22,7 @@ from josefk.log.checkpoint import (
     write_offsets,
 )
 from josefk.log.config import LogConfig
+from josefk.log.file_cache import FILES
 from josefk.log.log import Log, now_ms
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -70,6 +71,8 @@ class LogManager:
             # From now on a crash is unclean until shutdown() writes the marker again.
             marker.unlink(missing_ok=True)
             self._load_dir(log_dir, clean)
+        # Loading read every log's tail: leave the descriptors to what comes next.
+        FILES.close_unused()
 
     def _load_dir(self, log_dir: Path, clean: bool) -> None:
         recovery = _read_checkpoint(log_dir / RECOVERY_POINT_FILE)

@@ -74,14 +74,14 @@ class LogSegment:
         stem = directory / segment_name(base_offset)
         # Opened on demand through the broker's bounded cache of descriptors.
         self._file = CachedFile(stem.with_suffix(LOG_SUFFIX))
-        if active:
-            fd = FILES.acquire(self._file, create=True)
-            try:
-                self.size = os.fstat(fd).st_size
-            finally:
-                FILES.release(self._file)
-        else:
+        try:
             self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            if not active:
+                raise
+            FILES.acquire(self._file, create=True)  # a new segment: create its file
+            FILES.release(self._file)
+            self.size = 0
         self.offset_index = OffsetIndex(stem.with_suffix(INDEX_SUFFIX), base_offset,
                                         max_index_size, writable=active)
         self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset,

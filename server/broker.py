@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -54,6 +55,10 @@ from josefk.server.txn_verification import TxnVerifier
 from josefk.server.zero_copy import Part
 
 logger = logging.getLogger(__name__)
+
+# accept() failures that mean "not now", as trio.serve_listeners treats them.
+ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+ACCEPT_RETRY_S = 0.1
 
 # Each module maps the api keys it serves to its handlers in HANDLERS.
 HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics,
@@ -327,9 +332,26 @@ class Broker:
                 await self.cluster.controlled_shutdown()
 
     async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        failures = 0
         async with listener:
             while True:
-                stream = await listener.accept()
+                try:
+                    stream = await listener.accept()
+                except OSError as e:
+                    if e.errno not in ACCEPT_CAPACITY_ERRNOS:
+                        raise
+                    # Out of descriptors (or memory): the connection waits in the
+                    # backlog; everyone already connected is still served.
+                    if not failures:
+                        logger.warning("cannot accept connections: %s; retrying every %.1fs",
+                                       e, ACCEPT_RETRY_S)
+                    failures += 1
+                    await trio.sleep(ACCEPT_RETRY_S)
+                    continue
+                if failures:
+                    logger.info("accepting connections again after %d failed attempts",
+                                failures)
+                    failures = 0
                 if self._connections >= self.config.max_connections:
                     logger.warning("max.connections %d reached; refusing a connection",
                                    self.config.max_connections)
@@ -376,7 +398,7 @@ class Broker:
 
     async def _flush_due_logs(self) -> None:
         for log in self.log_manager.logs_needing_flush():
-            await trio.to_thread.run_sync(log.flush)
+            await trio.to_thread.run_sync(log.flush_due)
 
     async def _enforce_retention(self) -> None:
         self.log_manager.enforce_retention()

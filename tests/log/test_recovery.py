@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
+from josefk.log.segment import LogSegment
 from josefk.protocol.record_batch import BatchHeader, parse_header
 
 from .conftest import (
@@ -436,3 +437,31 @@ def test_recovery_of_batches_larger_than_its_read_chunk(tmp_path: Path) -> None:
         assert (reopen_big / name).stat().st_size == big_start
     finally:
         log.close()
+
+
+def test_a_roll_is_flushed_so_a_crash_recovers_only_the_active_segment(
+        make_log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka flushes a log up to a new segment's base offset once it rolls: the recovery
+    point follows, and recovery after a crash rescans only what lies above it."""
+    log = make_log(segment_bytes=400)
+    for _ in range(30):
+        log.append_as_leader(build_batch(2), leader_epoch=0)
+    assert len(log.segments) > 5 and log.recovery_point == 0
+    assert log.needs_flush()
+    log.flush_due()
+    active_base = log.active_segment.base_offset
+    assert log.recovery_point == log.rolled_to == active_base < log.log_end_offset
+    assert not log.needs_flush()
+    leo, directory = log.log_end_offset, log.directory
+    recovered: list[int] = []
+    original = LogSegment.recover
+
+    def counting(segment: LogSegment) -> int:
+        recovered.append(segment.base_offset)
+        return original(segment)
+
+    monkeypatch.setattr(LogSegment, "recover", counting)
+    log = Log.open(directory, log.config, recovery_point=log.recovery_point)  # unclean
+    assert recovered == [active_base]
+    assert log.log_end_offset == leo
+    log.close()
