@@ -8,29 +8,34 @@ fsync, rename, fsync of the directory.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 
 CHECKPOINT_VERSION = 0
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class CorruptCheckpointError(ValueError):
     """A checkpoint file that does not parse."""
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file
+    (without ``sync`` only once the caller has synced the file system)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -41,10 +46,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_entries(path: Path, entries: list[tuple[object, ...]]) -> None:
+def sync_filesystem(directory: Path) -> None:
+    """Make everything written to ``directory``'s file system durable with one
+    ``syncfs`` (instead of an fsync per file; shutdown writes thousands)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
+    finally:
+        os.close(fd)
+
+
+def write_entries(path: Path, entries: list[tuple[object, ...]], sync: bool = True) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [" ".join(str(field) for field in entry) for entry in entries]
-    write_atomic(path, ("\n".join(lines) + "\n").encode())
+    write_atomic(path, ("\n".join(lines) + "\n").encode(), sync)
 
 
 def read_entries(path: Path, fields: int) -> list[list[str]]:
@@ -66,10 +83,10 @@ def read_entries(path: Path, fields: int) -> list[list[str]]:
     return entries
 
 
-def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+def write_offsets(path: Path, offsets: dict[tuple[str, int], int], sync: bool = True) -> None:
     """Write a broker-level ``topic partition offset`` checkpoint."""
     write_entries(path, [(topic, partition, offset) for (topic, partition), offset in
-                         sorted(offsets.items())])
+                         sorted(offsets.items())], sync)
 
 
 def read_offsets(path: Path) -> dict[tuple[str, int], int]:

@@ -28,6 +28,8 @@ from josefk.log.file_cache import FILES
 SEALED_CACHE_BYTES = 64 << 20
 _loaded_sealed: OrderedDict[int, IndexFile] = OrderedDict()
 _loaded_bytes = 0
+# Logs close in parallel at shutdown; the cleaner reads from its own threads.
+_sealed_lock = threading.Lock()
 
 
 class CorruptIndexError(Exception):
@@ -147,6 +149,7 @@ class IndexFile(ABC):
     def _truncate_entries(self, entries: int) -> None:
         self._ensure_open()
         assert self._entries is not None and self._buf is not None
+        _forget_sealed(self)  # its size changes
         with self._lock:
             self._entries = min(self._entries, entries)
             size = self._entries * self.entry.size
@@ -155,6 +158,7 @@ class IndexFile(ABC):
         self._last = None
         if not self._writable:
             self._write_trimmed()
+            _remember_sealed(self)
 
     def _floor_slot(self, target: int, key_of: int = 0) -> int:
         """The last slot whose key is <= target, or -1 if there is none."""
@@ -175,7 +179,7 @@ class IndexFile(ABC):
 
     # --- writing -----------------------------------------------------------------
 
-    def flush(self) -> None:
+    def flush(self, sync: bool = True) -> None:
         """Write the entries the file lacks and fsync it (the active index only)."""
         if not self._writable or self._buf is None:
             return
@@ -185,7 +189,8 @@ class IndexFile(ABC):
             fd = FILES.open_transient(self.path, os.O_WRONLY)
             try:
                 _write_all(fd, data, start)
-                os.fsync(fd)
+                if sync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             self._dirty_from = start + len(data)
@@ -246,9 +251,13 @@ class IndexFile(ABC):
         self.path = path
 
     def reset(self) -> None:
-        """Drop every entry (before a rebuild)."""
+        """Drop every entry (before a rebuild): the file is emptied and preallocated again."""
         self.drop()
-        self.path.unlink(missing_ok=True)
+        fd = FILES.open_transient(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
         self._open()
 
 
@@ -264,18 +273,20 @@ def _remember_sealed(index: IndexFile) -> None:
     """Mark a sealed index as just used; drop the least recently used past the budget."""
     global _loaded_bytes
     key = id(index)
-    if key in _loaded_sealed:
-        _loaded_sealed.move_to_end(key)
-        return
-    _loaded_sealed[key] = index
-    _loaded_bytes += len(index._buf or b"")
-    while _loaded_bytes > SEALED_CACHE_BYTES and len(_loaded_sealed) > 1:
-        _, evicted = _loaded_sealed.popitem(last=False)
-        _loaded_bytes -= len(evicted._buf or b"")
-        evicted._unmap()
+    with _sealed_lock:
+        if key in _loaded_sealed:
+            _loaded_sealed.move_to_end(key)
+            return
+        _loaded_sealed[key] = index
+        _loaded_bytes += len(index._buf or b"")
+        while _loaded_bytes > SEALED_CACHE_BYTES and len(_loaded_sealed) > 1:
+            _, evicted = _loaded_sealed.popitem(last=False)
+            _loaded_bytes -= len(evicted._buf or b"")
+            evicted._unmap()
 
 
 def _forget_sealed(index: IndexFile) -> None:
     global _loaded_bytes
-    if _loaded_sealed.pop(id(index), None) is not None:
-        _loaded_bytes -= len(index._buf or b"")
+    with _sealed_lock:
+        if _loaded_sealed.pop(id(index), None) is not None:
+            _loaded_bytes -= len(index._buf or b"")

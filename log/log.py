@@ -646,9 +646,10 @@ class Log(LogTransactions):
             or now - self.last_flush_ms >= self.config.flush_ms)
         self.flush(None if policy else self.rolled_to)
 
-    def flush(self, up_to: int | None = None) -> None:
+    def flush(self, up_to: int | None = None, sync: bool = True) -> None:
         """fsync every segment holding data above the recovery point (below ``up_to``,
         the base offset of a segment, if given) and move the recovery point there.
+        Without ``sync`` the caller makes the writes durable (shutdown: one syncfs).
 
         Blocking: the server calls it from a worker thread, never the event loop.
         """
@@ -657,16 +658,16 @@ class Log(LogTransactions):
         for segment in list(self.segments[first:]):
             if segment.base_offset >= target and up_to is not None:
                 break
-            segment.flush()
+            segment.flush(sync)
         self.recovery_point = max(self.recovery_point, target)
         if up_to is None:
             self.unflushed_messages = 0
             self.last_flush_ms = now_ms()
 
-    def close(self) -> None:
+    def close(self, sync: bool = True) -> None:
         """Close every segment; a snapshot of producer state spares the next start a replay."""
         self.producer_state.map_end_offset = self.log_end_offset
-        self.producer_state.take_snapshot()
+        self.producer_state.take_snapshot(sync)
         for segment in self.segments:
             segment.close()
         self.delete_expired_files(now=1 << 62)

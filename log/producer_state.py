@@ -338,10 +338,10 @@ class ProducerStateManager:
                 found.append((int(m.group(1)), self.directory / name))
         return sorted(found)
 
-    def take_snapshot(self) -> Path:
+    def take_snapshot(self, sync: bool = True) -> Path:
         """Write ``<map end offset>.snapshot`` with each producer's last batch."""
         path = self.directory / f"{self.map_end_offset:020d}{SNAPSHOT_SUFFIX}"
-        write_atomic(path, encode_snapshot(self.producers.values()))
+        write_atomic(path, encode_snapshot(self.producers.values()), sync)
         return path
 
     def load(self, log_start_offset: int, log_end_offset: int) -> int:

@@ -428,15 +428,17 @@ class LogSegment:
 
     # --- lifecycle -------------------------------------------------------------
 
-    def flush(self) -> None:
-        fd = FILES.acquire(self._file)
-        try:
-            os.fsync(fd)
-        finally:
-            FILES.release(self._file)
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+    def flush(self, sync: bool = True) -> None:
+        """Write the indexes out and, with ``sync``, fsync the segment's files."""
+        if sync:
+            fd = FILES.acquire(self._file)
+            try:
+                os.fsync(fd)
+            finally:
+                FILES.release(self._file)
+        self.offset_index.flush(sync)
+        self.time_index.flush(sync)
+        self.txn_index.flush(sync)
 
     def close(self) -> None:
         if self.offset_index.writable:

@@ -116,8 +116,8 @@ class TransactionIndex:
     def read_bytes(self) -> bytes:
         return b"".join(t.encode() for t in self.entries)
 
-    def flush(self) -> None:
-        if self.path.exists():
+    def flush(self, sync: bool = True) -> None:
+        if sync and self.path.exists():
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)

@@ -81,7 +81,9 @@ class Broker:
             if config.zookeeper_connect or key not in CLUSTER_ONLY_KEYS}
         self.enabled = enabled_api_keys(self.handlers)
         self.advertised_versions: dict[int, VersionRange] = advertised_versions(self.handlers)
-        self.log_manager = LogManager(config.log_dirs, self.log_config_for)
+        self.log_manager = LogManager(
+            config.log_dirs, self.log_config_for,
+            threads_per_dir=config.values["num.recovery.threads.per.data.dir"])
         host, port = self._advertised_listener()
         self.local_broker = BrokerInfo(self.node_id, host, port, config.values["broker.rack"])
         # Cluster mode (zookeeper.connect): ZooKeeper, the controller, the metadata cache.

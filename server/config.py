@@ -19,8 +19,9 @@ the topic-to-broker synonyms of ``ServerTopicConfigSynonyms`` and the dynamic
   cluster mode on. ``default.replication.factor`` must be >= 1.
 * Accepted and reported by DescribeConfigs but without effect (their documentation
   says so): the thread counts (``num.network.threads``, ``num.io.threads``,
-  ``background.threads``, ``num.recovery.threads.per.data.dir``,
-  ``num.replica.fetchers``) since josefk serves everything from one trio thread,
+  ``background.threads``, ``num.replica.fetchers``) since josefk serves everything
+  from one trio thread (``num.recovery.threads.per.data.dir`` does set how many logs
+  are flushed and closed at once at shutdown),
   the purgatory purge intervals, and the KRaft and share coordinator keys
   (``process.roles``, ``controller.*``, ``metadata.log.dir``,
   ``share.coordinator.state.topic.*``).
@@ -420,7 +421,8 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("num.network.threads", INT, 3, _at_least(1), _DYN, NO_EFFECT),
     K("num.io.threads", INT, 8, _at_least(1), _DYN, NO_EFFECT),
     K("background.threads", INT, 10, _at_least(1), _DYN, NO_EFFECT),
-    K("num.recovery.threads.per.data.dir", INT, 2, _at_least(1), _DYN, NO_EFFECT),
+    K("num.recovery.threads.per.data.dir", INT, 2, _at_least(1), _DYN,
+      "Logs flushed and closed at once per log dir at shutdown."),
     K("num.replica.fetchers", INT, 1, _at_least(1), _DYN, NO_EFFECT),
     K("socket.send.buffer.bytes", INT, 102400),
     K("socket.receive.buffer.bytes", INT, 102400),
