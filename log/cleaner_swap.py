@@ -178,18 +178,19 @@ def _next_offset(path: Path) -> int | None:
         os.close(fd)
 
 
-def recover_swaps(directory: Path) -> None:
-    """Finish or undo a swap that a crash interrupted (before the segments load)."""
+def recover_swaps(directory: Path, names: list[str] | None = None) -> bool:
+    """Finish or undo a swap that a crash interrupted (before the segments load); False
+    if there was none. ``names``: the directory's listing, if the caller has it."""
     cleaned: list[tuple[int, Path]] = []
     swaps: list[tuple[int, Path]] = []
-    for name in os.listdir(directory):
+    for name in os.listdir(directory) if names is None else names:
         m = _FILE.match(name)
         if m is None or m.group(3) is None:
             continue
         (cleaned if m.group(3) == CLEANED_SUFFIX else swaps).append(
             (int(m.group(1)), directory / name))
     if not cleaned and not swaps:
-        return
+        return False
     min_cleaned = min((base for base, _ in cleaned), default=None)
     for _, path in cleaned:
         path.unlink()
@@ -217,3 +218,4 @@ def recover_swaps(directory: Path) -> None:
         logger.info("completing the swap of %s", path)
         os.replace(path, path.with_name(path.name[:-len(SWAP_SUFFIX)]))
     fsync_dir(directory)
+    return True

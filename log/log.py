@@ -7,6 +7,7 @@ import os
 import re
 import time
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ from josefk.protocol.record_batch import (
 logger = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
+# Every segment has both; a missing one is rebuilt from the log.
+_INDEX_KINDS = ("index", "timeindex")
 
 
 @dataclass(slots=True)
@@ -126,16 +129,19 @@ class Log(LogTransactions):
         """Load (or create) the log; after an unclean stop, recover from the recovery point."""
         config = config or LogConfig()
         directory.mkdir(parents=True, exist_ok=True)
-        _remove_leftovers(directory)
-        recover_swaps(directory)
-        base_offsets = sorted({int(m.group(1)) for name in os.listdir(directory)
-                               if (m := _SEGMENT_FILE.match(name)) and m.group(2) == "log"})
-        _remove_orphan_indexes(directory, set(base_offsets))
+        # The directory is listed once (a broker may load tens of thousands of logs).
+        names = _remove_leftovers(directory, os.listdir(directory))
+        if recover_swaps(directory, names):
+            names = os.listdir(directory)
+        segment_files = [(int(m.group(1)), m.group(2)) for name in names
+                         if (m := _SEGMENT_FILE.match(name))]
+        base_offsets = sorted({base for base, kind in segment_files if kind == "log"})
+        _remove_orphan_indexes(directory, segment_files, set(base_offsets))
         if not base_offsets:
             base_offsets = [log_start_offset]
         # Checked before the segments are built: the active one creates its files.
-        missing = {base for base in base_offsets if not LogSegment.index_files_exist_for(
-            directory, base)}
+        indexed = Counter(base for base, kind in segment_files if kind in _INDEX_KINDS)
+        missing = {base for base in base_offsets if indexed[base] < len(_INDEX_KINDS)}
         segments = [
             LogSegment(directory, base, config.index_interval_bytes, config.segment_index_bytes,
                        active=(i == len(base_offsets) - 1))
@@ -714,15 +720,20 @@ def _recover_segments(segments: list[LogSegment], recovery_point: int) -> list[L
     return segments
 
 
-def _remove_leftovers(directory: Path) -> None:
-    """Files of an interrupted delete or atomic write are not part of the log."""
-    for path in directory.iterdir():
-        if path.name.endswith((DELETED_SUFFIX, ".tmp")):
-            path.unlink()
+def _remove_leftovers(directory: Path, names: list[str]) -> list[str]:
+    """Files of an interrupted delete or atomic write are not part of the log: removed;
+    returns the other names."""
+    kept = []
+    for name in names:
+        if name.endswith((DELETED_SUFFIX, ".tmp")):
+            (directory / name).unlink()
+        else:
+            kept.append(name)
+    return kept
 
 
-def _remove_orphan_indexes(directory: Path, bases: set[int]) -> None:
-    for path in directory.iterdir():
-        m = _SEGMENT_FILE.match(path.name)
-        if m and m.group(2) != "log" and int(m.group(1)) not in bases:
-            path.unlink()
+def _remove_orphan_indexes(directory: Path, files: list[tuple[int, str]], bases: set[int]
+                           ) -> None:
+    for base, kind in files:
+        if kind != "log" and base not in bases:
+            (directory / f"{base:020d}.{kind}").unlink()

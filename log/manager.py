@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import uuid
@@ -84,20 +85,21 @@ class LogManager:
         recovery = _read_checkpoint(log_dir / RECOVERY_POINT_FILE)
         starts = _read_checkpoint(log_dir / LOG_START_OFFSET_FILE)
         high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_FILE)
-        partition_dirs = [p for p in log_dir.iterdir() if p.is_dir()
-                          and parse_partition_dir(p.name) is not None]
-        if not clean and partition_dirs:
+        # scandir knows which entries are directories without a stat each.
+        dirs = sorted(Path(e.path) for e in os.scandir(log_dir) if e.is_dir())
+        if not clean and any(parse_partition_dir(p.name) is not None for p in dirs):
             logger.warning("%s was not shut down cleanly: recovering its logs", log_dir)
-        for path in sorted(log_dir.iterdir()):
-            if not path.is_dir():
-                continue
+        configs: dict[str, LogConfig] = {}  # one per topic, not per partition
+        for path in dirs:
             if path.name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             tp = parse_partition_dir(path.name)
             if tp is None:
                 continue
-            log = Log.open(path, self.config_for(tp[0]), log_start_offset=starts.get(tp, 0),
+            if tp[0] not in configs:
+                configs[tp[0]] = self.config_for(tp[0])
+            log = Log.open(path, configs[tp[0]], log_start_offset=starts.get(tp, 0),
                            recovery_point=recovery.get(tp, 0), clean_shutdown=clean)
             log.high_watermark = high_watermarks.get(tp, 0)
             self.logs[tp] = log

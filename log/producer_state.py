@@ -158,6 +158,8 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0  # the state reflects every batch below this offset
+        # The offset of the newest snapshot file known to hold this state's batches.
+        self.last_snapshot_offset: int | None = None
         self.ongoing: dict[int, int] = {}  # first offset -> producer id, undecided
         # first offset -> (producer id, marker offset): decided, marker above the HW
         self.unreplicated: dict[int, tuple[int, int]] = {}
@@ -321,12 +323,15 @@ class ProducerStateManager:
         for offset, path in self.snapshots():
             if offset < log_start_offset:
                 path.unlink(missing_ok=True)
+                if offset == self.last_snapshot_offset:
+                    self.last_snapshot_offset = None
 
     def reset(self) -> None:
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
         self.map_end_offset = 0
+        self.last_snapshot_offset = None
 
     # --- snapshots -------------------------------------------------------------------
 
@@ -339,9 +344,13 @@ class ProducerStateManager:
         return sorted(found)
 
     def take_snapshot(self, sync: bool = True) -> Path:
-        """Write ``<map end offset>.snapshot`` with each producer's last batch."""
+        """Write ``<map end offset>.snapshot`` with each producer's last batch, unless
+        the newest snapshot is already at that offset (as Kafka: no new batch, no new
+        snapshot; a broker closing thousands of idle logs writes nothing for them)."""
         path = self.directory / f"{self.map_end_offset:020d}{SNAPSHOT_SUFFIX}"
-        write_atomic(path, encode_snapshot(self.producers.values()), sync)
+        if self.map_end_offset != self.last_snapshot_offset:
+            write_atomic(path, encode_snapshot(self.producers.values()), sync)
+            self.last_snapshot_offset = self.map_end_offset
         return path
 
     def load(self, log_start_offset: int, log_end_offset: int) -> int:
@@ -361,7 +370,7 @@ class ProducerStateManager:
             self.producers = {e.producer_id: e for e in entries}
             self.ongoing = {e.current_txn_first_offset: e.producer_id for e in entries
                             if e.current_txn_first_offset >= 0}
-            self.map_end_offset = offset
+            self.map_end_offset = self.last_snapshot_offset = offset
             return offset
         self.map_end_offset = log_start_offset
         return log_start_offset
@@ -370,6 +379,8 @@ class ProducerStateManager:
         for snapshot_offset, path in self.snapshots():
             if snapshot_offset > offset:
                 path.unlink(missing_ok=True)
+        if self.last_snapshot_offset is not None and self.last_snapshot_offset > offset:
+            self.last_snapshot_offset = None
 
 
 def encode_snapshot(entries: object) -> bytes:

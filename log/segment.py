@@ -113,11 +113,6 @@ class LogSegment:
     def release_fd_pin(self) -> None:
         FILES.release(self._file)
 
-    @staticmethod
-    def index_files_exist_for(directory: Path, base_offset: int) -> bool:
-        stem = directory / segment_name(base_offset)
-        return all(stem.with_suffix(s).exists() for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX))
-
     def pread(self, position: int, length: int) -> bytes:
         fd = FILES.acquire(self._file)
         try:
