@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import trio
@@ -313,6 +313,8 @@ class IsrUpdates:
         self.nursery = nursery
         self.led_partitions = led_partitions
         self.max_lag_ms = host.config.replica_lag_time_max_ms
+        self._queued: list[_Proposal] = []
+        self._sending = False
 
     def maybe_expand(self, partition: Partition, replica: int) -> None:
         """``replica`` just fetched: propose it for the ISR if it has caught up."""
@@ -364,27 +366,73 @@ class IsrUpdates:
 
     async def _request(self, partition: Partition, new_isr: list[int], leader_epoch: int
                        ) -> Any:
+        """The controller's answer for this partition (None if it could not be asked).
+        Proposals wait while one AlterPartition is in flight and go out together in the
+        next, as Kafka's AlterPartitionManager sends them: after a broker fails, its
+        followers leave thousands of ISRs at once."""
+        item = _Proposal(partition, new_isr, leader_epoch)
+        self._queued.append(item)
+        if not self._sending:
+            self._sending = True
+            self.nursery.start_soon(self._send_batches)
+        await item.answered.wait()
+        return item.answer
+
+    async def _send_batches(self) -> None:
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                answers: dict[TP, Any] = {}
+                try:
+                    answers = await self._request_batch(batch)
+                finally:
+                    for item in batch:
+                        item.answer = answers.get((item.partition.topic, item.partition.index))
+                        item.answered.set()
+        finally:
+            self._sending = False
+            for item in self._queued:  # cancelled: no one sends these
+                item.answered.set()
+
+    async def _request_batch(self, batch: list[_Proposal]) -> dict[TP, Any]:
         endpoint = self.host.endpoint_of(self.host.controller_id)
         if endpoint is None:
-            return None
-        topic = _AlterTopic(topic_name=partition.topic, topic_id=partition.topic_id, partitions=[
-            _AlterTopic.PartitionData(
-                partition_index=partition.index, leader_epoch=leader_epoch, new_isr=new_isr,
+            return {}
+        topics: dict[str, Any] = {}
+        for item in batch:
+            partition = item.partition
+            topic = topics.get(partition.topic)
+            if topic is None:
+                topic = topics[partition.topic] = _AlterTopic(
+                    topic_name=partition.topic, topic_id=partition.topic_id, partitions=[])
+            topic.partitions.append(_AlterTopic.PartitionData(
+                partition_index=partition.index, leader_epoch=item.leader_epoch,
+                new_isr=item.new_isr,
                 new_isr_with_epochs=[_AlterTopic.PartitionData.BrokerState(
-                    broker_id=b, broker_epoch=-1) for b in new_isr],
-                leader_recovery_state=0, partition_epoch=partition.partition_epoch)])
+                    broker_id=b, broker_epoch=-1) for b in item.new_isr],
+                leader_recovery_state=0, partition_epoch=partition.partition_epoch))
         response = await PeerConnection.once(
             endpoint, f"broker-{self.host.node_id}-alter-partition",
             self.host.config.request_timeout_ms / 1000, AlterPartitionRequest(
                 broker_id=self.host.node_id, broker_epoch=self.host.broker_epoch,
-                topics=[topic]), ALTER_PARTITION_VERSION,
-            f"AlterPartition for {partition.topic}-{partition.index}")
+                topics=list(topics.values())), ALTER_PARTITION_VERSION,
+            f"AlterPartition for {len(batch)} partition(s)")
         if response is None:
-            return None
+            return {}
         if response.error_code != NONE:
-            return response
-        for topic in response.topics:
-            for p in topic.partitions:
-                if p.partition_index == partition.index:
-                    return p
-        return None
+            return {(item.partition.topic, item.partition.index): response for item in batch}
+        # Version 2+ names topics by id in the answer.
+        names = {item.partition.topic_id: item.partition.topic for item in batch}
+        return {(names.get(topic.topic_id, topic.topic_name), p.partition_index): p
+                for topic in response.topics for p in topic.partitions}
+
+
+@dataclass(eq=False)
+class _Proposal:
+    """One partition's ISR change, waiting for the AlterPartition that carries it."""
+
+    partition: Partition
+    new_isr: list[int]
+    leader_epoch: int
+    answered: trio.Event = field(default_factory=trio.Event)
+    answer: Any = None
