@@ -22,6 +22,10 @@ Workloads (sizes scale with ``--scale``; see bench/README.md for the details):
 6. cold start: process start to the first acknowledged produce;
 7. broker RSS idle, and at the end of workload 1.
 
+Workloads 1-5 also give the broker's CPU seconds (utime + stime from /proc, all
+threads) per GiB moved over each client run (bench/cpu.py), after an untimed
+warm-up pass that both brokers get after each start (bench/warmup.py).
+
 Then josefk alone under a profiler (py-spy, else cProfile) for workloads 1, 3 and
 4. Results: results.json, results.md, results.png and profile-w*.svg in ``--out``.
 """
