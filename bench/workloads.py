@@ -83,7 +83,7 @@ for _cpu_key, _base in (("w1.librdkafka.cpu", "w1.librdkafka"), ("w1.java.cpu", 
                         ("w4.java.cpu", "w4.java"), ("w5.cpu", "w5.p50")):
     _m = MEASURES[_base]
     MEASURES[_cpu_key] = Measure(_m.workload, _m.title, _m.client, CPU_UNIT, "lower",
-                                 _m.short.split(" · ")[0] + " · CPU/GiB")
+                                 _m.short + " · CPU/GiB")
 
 
 @dataclass
