@@ -77,13 +77,18 @@ MEASURES: dict[str, Measure] = {
 }
 CPU_UNIT = "CPU s/GiB"
 # Broker CPU seconds per GiB moved over each data workload's client run (bench/cpu.py).
-for _cpu_key, _base in (("w1.librdkafka.cpu", "w1.librdkafka"), ("w1.java.cpu", "w1.java"),
-                        ("w2.librdkafka.cpu", "w2.librdkafka"), ("w2.java.cpu", "w2.java"),
-                        ("w3.cpu", "w3.records"), ("w4.librdkafka.cpu", "w4.librdkafka"),
-                        ("w4.java.cpu", "w4.java"), ("w5.cpu", "w5.p50")):
+for _cpu_key, _base, _short in (
+        ("w1.librdkafka.cpu", "w1.librdkafka", "W1 acks=1 · librdkafka"),
+        ("w1.java.cpu", "w1.java", "W1 acks=1 · ProducerPerf"),
+        ("w2.librdkafka.cpu", "w2.librdkafka", "W2 acks=all idem · librdkafka"),
+        ("w2.java.cpu", "w2.java", "W2 acks=all idem · ProducerPerf"),
+        ("w3.cpu", "w3.records", "W3 small records"),
+        ("w4.librdkafka.cpu", "w4.librdkafka", "W4 consume · librdkafka"),
+        ("w4.java.cpu", "w4.java", "W4 consume · ConsumerPerf"),
+        ("w5.cpu", "w5.p50", "W5 20 MB/s produce + consume")):
     _m = MEASURES[_base]
     MEASURES[_cpu_key] = Measure(_m.workload, _m.title, _m.client, CPU_UNIT, "lower",
-                                 _m.short + " · CPU/GiB")
+                                 _short + " · CPU/GiB")
 
 
 @dataclass
