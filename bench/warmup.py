@@ -13,13 +13,16 @@ workloads' own clients and settings on a topic of its own, deleted afterwards:
   16 KiB batches take the broker's per-request paths many more times);
 - all of them read back from offset 0 by workload 4's consumer (assign).
 
-Nothing of it is measured; its outcome only says what ran and how long it took.
+Nothing of it is measured. Its outcome says what ran and how long it took, and
+the broker's idle CPU just after it (``idle_cores``, over ``idle_seconds``): the
+background load every CPU-per-GiB window also holds while a client starts.
 """
 
 from __future__ import annotations
 
 import time
 
+from bench import cpu
 from bench.brokers import BrokerProcess
 from bench.workloads import (
     ACKS1,
@@ -72,5 +75,11 @@ def warm_up(ctx: Context, broker: BrokerProcess) -> Outcome:
     finally:
         delete_topic(broker.bootstrap, topic)
     took = time.monotonic() - began
-    ctx.log(f"  warm-up: {produced} records produced, {read['records']} consumed in {took:.1f}s")
-    return ok(took, produced=produced, consumed=read["records"])
+    with cpu.Meter(broker.pid) as idle:
+        time.sleep(ctx.sizes.idle_seconds)
+    assert idle.seconds is not None and idle.wall
+    idle_cores = round(idle.seconds / idle.wall, 3)
+    ctx.log(f"  warm-up: {produced} records produced, {read['records']} consumed in {took:.1f}s; "
+            f"then idle at {idle_cores} cores")
+    return ok(took, produced=produced, consumed=read["records"], idle_cores=idle_cores,
+              idle_seconds=round(idle.wall, 2))
