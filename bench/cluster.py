@@ -82,6 +82,7 @@ from bench.cluster_workload import (
     warm_up,
 )
 from bench.cluster_workload import check as check_offsets
+from bench.cpu import process_name
 from bench.report import cell, fmt
 from bench.run import Progress
 
@@ -181,6 +182,8 @@ class ClusterBench:
         out["chroot"] = cluster.chroot
         try:
             out["start_s"] = round(cluster.start(START_TIMEOUT), 1)
+            # The pids whose CPU is counted: the JVMs or Pythons themselves, not a wrapper.
+            out["broker_process"] = {i: process_name(pid) for i, pid in cluster.pids().items()}
             self.log(f"3 brokers up after {out['start_s']}s ({cluster.zk_connect})")
             topic = f"bench-repl-{uuid.uuid4().hex[:8]}"
             made = create_topic(cluster, topic, self.plan)

@@ -18,7 +18,6 @@ here has a deadline and raises :class:`BrokerError` when it passes.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -37,6 +36,7 @@ from bench.brokers import (
     process_tree,
     status_kib,
 )
+from bench.cpu import cpu_seconds
 
 ZOOKEEPER_START = REPO / "tools" / "zookeeper" / "start.sh"
 KAFKA39_START = REPO / "tools" / "kafka39" / "start-zk-broker.sh"
@@ -52,7 +52,6 @@ KAFKA_HEAP_OPTS = "-Xmx1G -Xms1G"
 KAFKA_JVM_PERFORMANCE_OPTS = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "
                               "-XX:InitiatingHeapOccupancyPercent=35 "
                               "-XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def kafka39_version() -> str:
@@ -99,19 +98,7 @@ class _Process(BrokerProcess):
         return {**os.environ, **self.extra_env}
 
 
-# --- CPU time and memory from /proc -------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """user + sys CPU seconds of ``pid`` and its live descendants (all their threads)."""
-    total = 0
-    for p in process_tree(pid):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            # Fields 14 and 15 of proc(5) (utime, stime) are 12 and 13 after the ")".
-            total += int(fields[11]) + int(fields[12])
-    return total / CLK_TCK
+# --- memory from /proc ---------------------------------------------------------------------------
 
 
 def rss_mib(pid: int) -> float:

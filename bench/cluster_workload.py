@@ -38,7 +38,8 @@ from typing import Any
 
 from bench import workloads
 from bench.brokers import QUIET_CLIENT, REPO
-from bench.cluster_brokers import BROKER_IDS, CLK_TCK, Cluster, cpu_seconds
+from bench.cluster_brokers import BROKER_IDS, Cluster
+from bench.cpu import CLK_TCK, cpu_seconds
 from bench.workloads import client_command
 
 KIB = 1024

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.brokers import REPO, TOOLS
-from bench.workloads import MEASURES
+from bench.workloads import CPU_UNIT, MEASURES
 
 BROKERS = ("josefk", "kafka")
 LABEL = {"josefk": "josefk", "kafka": "Apache Kafka"}
@@ -178,16 +178,20 @@ def markdown(result: dict[str, Any]) -> str:
         "| # | workload | client | unit | josefk | Apache Kafka | josefk / Kafka | better |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for key, meas in MEASURES.items():
-        if key not in summary:
-            continue
-        entry = summary[key]
-        ratio = entry.get("ratio")
-        lines.append(
-            f"| {meas.workload} | {meas.title} | {meas.client} | {meas.unit} | "
-            f"{cell(entry.get('josefk'))} | {cell(entry.get('kafka'))} | "
-            f"{'–' if ratio is None else f'{ratio:.2f}'} | "
-            f"{meas.better} |")
+    lines += _measure_rows(summary, cpu=False)
+    cpu_rows = _measure_rows(summary, cpu=True)
+    if cpu_rows:
+        warm = ("after an untimed warm-up pass on each broker in every round (bench/warmup.py)"
+                if cfg.get("warmup") else "without a warm-up pass (--no-warmup)")
+        lines += [
+            "", "## Broker CPU per GiB", "",
+            "The broker process's user + sys CPU seconds (/proc/<pid>/stat, all threads: the "
+            "JVM's JIT and GC threads for Kafka) over each client run, per GiB of record "
+            "values produced and/or consumed (the JSON's `moved`); workload 5 counts both "
+            f"directions. Measured {warm}.", "",
+            "| # | workload | client | unit | josefk | Apache Kafka | josefk / Kafka | better |",
+            "|---|---|---|---|---|---|---|---|",
+        ] + cpu_rows
     lines += ["", "## Machine", ""]
     disk = m["disk"]
     lines += [
@@ -225,6 +229,22 @@ def markdown(result: dict[str, Any]) -> str:
             lines += _profile_markdown(name, prof)
     lines.append("")
     return "\n".join(lines)
+
+
+def _measure_rows(summary: dict[str, Any], cpu: bool) -> list[str]:
+    """Table rows of the measures in ``summary``: the CPU ones, or all the others."""
+    rows = []
+    for key, meas in MEASURES.items():
+        if key not in summary or (meas.unit == CPU_UNIT) != cpu:
+            continue
+        entry = summary[key]
+        ratio = entry.get("ratio")
+        rows.append(
+            f"| {meas.workload} | {meas.title} | {meas.client} | {meas.unit} | "
+            f"{cell(entry.get('josefk'))} | {cell(entry.get('kafka'))} | "
+            f"{'–' if ratio is None else f'{ratio:.2f}'} | "
+            f"{meas.better} |")
+    return rows
 
 
 def _profile_markdown(name: str, prof: dict[str, Any]) -> list[str]:

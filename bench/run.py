@@ -22,6 +22,10 @@ Workloads (sizes scale with ``--scale``; see bench/README.md for the details):
 6. cold start: process start to the first acknowledged produce;
 7. broker RSS idle, and at the end of workload 1.
 
+Workloads 1-5 also give the broker's CPU seconds (utime + stime from /proc, all
+threads) per GiB moved over each client run (bench/cpu.py), after an untimed
+warm-up pass that both brokers get after each start (bench/warmup.py).
+
 Then josefk alone under a profiler (py-spy, else cProfile) for workloads 1, 3 and
 4. Results: results.json, results.md, results.png and profile-w*.svg in ``--out``.
 """
@@ -48,6 +52,7 @@ from bench.brokers import (
     prepare_run,
     repo_relative,
 )
+from bench.warmup import warm_up
 from bench.workloads import Context, Outcome, Sizes, failed, ok
 
 RESULTS = REPO / "bench" / "results"
@@ -91,6 +96,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=RESULTS / "tmp",
                         help="where both brokers' log dirs go (default bench/results/tmp)")
     parser.add_argument("--keep-data", action="store_true", help="keep the log dirs")
+    parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                        help="an untimed produce + consume pass on each broker after its start "
+                             "in every round, before workloads 1-5 (bench/warmup.py; default on)")
     args = parser.parse_args(argv)
     args.scale = args.scale if args.scale is not None else (0.05 if args.quick else 1.0)
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
@@ -142,6 +150,7 @@ class Bench:
     # --- one round ------------------------------------------------------------------------
 
     def run_round(self, kind: str, rnd: int) -> dict[str, dict[str, Any]]:
+        """One broker's round: {measure key: outcome}, plus "warmup" when it ran."""
         selected = self.args.workload_set
         out: dict[str, Outcome] = {}
         if selected & {6, 7}:
@@ -173,6 +182,10 @@ class Bench:
             broker.stop(kill=True)
             return {k: v.as_dict() for k, v in out.items()}
         try:
+            if self.args.warmup:
+                out["warmup"] = warm_up(self.ctx, broker)
+                if out["warmup"].status != "ok":
+                    self.notes.append(f"{kind} round {rnd}: {out['warmup'].error}")
             for w in main_work:
                 try:
                     self.ensure_running(broker, f"workload {w}")
@@ -292,6 +305,7 @@ class Bench:
             "machine": report.machine_info(self.root),
             "config": {"rounds": args.rounds, "order": args.broker_list, "scale": args.scale,
                        "workloads": sorted(args.workload_set), "profiler": args.profiler,
+                       "warmup": args.warmup,
                        "data_dir": str(self.root),
                        "sizes": {k: v for k, v in vars(self.sizes).items()},
                        "overrides_both": dict(SINGLE_NODE_OVERRIDES)},

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import cpu
 from bench.brokers import QUIET_CLIENT, REPO, RUN_CLASS, BrokerProcess, port_open
 
 KIB = 1024
@@ -74,6 +75,20 @@ MEASURES: dict[str, Measure] = {
     "w7.rss_after_w1": Measure("7", "broker RSS at the end of workload 1", "-", "MiB", "lower",
                                "W7 RSS after W1"),
 }
+CPU_UNIT = "CPU s/GiB"
+# Broker CPU seconds per GiB moved over each data workload's client run (bench/cpu.py).
+for _cpu_key, _base, _short in (
+        ("w1.librdkafka.cpu", "w1.librdkafka", "W1 acks=1 · librdkafka"),
+        ("w1.java.cpu", "w1.java", "W1 acks=1 · ProducerPerf"),
+        ("w2.librdkafka.cpu", "w2.librdkafka", "W2 acks=all idem · librdkafka"),
+        ("w2.java.cpu", "w2.java", "W2 acks=all idem · ProducerPerf"),
+        ("w3.cpu", "w3.records", "W3 small records"),
+        ("w4.librdkafka.cpu", "w4.librdkafka", "W4 consume · librdkafka"),
+        ("w4.java.cpu", "w4.java", "W4 consume · ConsumerPerf"),
+        ("w5.cpu", "w5.p50", "W5 20 MB/s produce + consume")):
+    _m = MEASURES[_base]
+    MEASURES[_cpu_key] = Measure(_m.workload, _m.title, _m.client, CPU_UNIT, "lower",
+                                 _short + " · CPU/GiB")
 
 
 @dataclass
@@ -93,6 +108,7 @@ class Sizes:
     w5_warmup: float = 2.0             # first seconds of sends not counted
     idle_seconds: float = 5.0          # idle before the idle RSS is read
     java_slack: float = 60.0           # a Java tool is killed after its budget plus this
+    warmup_records: int = 200_000      # 1 KiB each, per round before the workloads (warmup.py)
     start_timeout: float = 120.0
 
     @classmethod
@@ -101,6 +117,7 @@ class Sizes:
         sizes = cls(
             scale=scale,
             w1_records=max(2_000, int(base.w1_records * scale)),
+            warmup_records=max(50_000, int(base.warmup_records * scale)),
             w3_records=max(1_000, int(base.w3_records * scale)),
             w4_bytes=max(8 * MIB, int(base.w4_bytes * scale)),
             w5_seconds=max(5.0, base.w5_seconds * scale),
@@ -325,19 +342,35 @@ def _produce_workload(ctx: Context, broker: BrokerProcess, key: str, config: dic
     sizes = ctx.sizes
     for client in clients:
         topic = unique(f"bench-{key}-{client}")
+        meter = cpu.Meter(broker.pid)
 
-        def one(client: str = client, topic: str = topic) -> Outcome:
+        def one(client: str = client, topic: str = topic, meter: cpu.Meter = meter) -> Outcome:
             create_topic(broker.bootstrap, topic)
-            if client == "librdkafka":
-                return _librdkafka_produce(broker, topic, sizes.w1_records, KIB,
-                                           sizes.w1_seconds, config)
-            return _java_produce(ctx, broker, topic, sizes.w1_records, java_props)
+            with meter:
+                if client == "librdkafka":
+                    return _librdkafka_produce(broker, topic, sizes.w1_records, KIB,
+                                               sizes.w1_seconds, config)
+                return _java_produce(ctx, broker, topic, sizes.w1_records, java_props)
 
         ctx.log(f"{key} {client}: {sizes.w1_records} x 1 KiB ...")
-        out[f"{key}.{client}"] = _guard(one)
-        _report(ctx, f"{key}.{client}", out[f"{key}.{client}"])
+        got = out[f"{key}.{client}"] = _guard(one)
+        _report(ctx, f"{key}.{client}", got)
+        out[f"{key}.{client}.cpu"] = cpu_outcome(
+            meter, got, got.detail.get("records", 0) * KIB, "produced")
+        _report(ctx, f"{key}.{client}.cpu", out[f"{key}.{client}.cpu"])
         delete_topic(broker.bootstrap, topic)
     return out
+
+
+def cpu_outcome(meter: cpu.Meter, measured: Outcome, nbytes: int, moved: str) -> Outcome:
+    """The broker's CPU seconds per GiB over ``meter``'s window, if the measure it
+    belongs to (``measured``) succeeded."""
+    if measured.status != "ok":
+        return failed(f"no throughput figure: {(measured.error or '')[:200]}")
+    value = cpu.per_gib(meter.seconds, nbytes)
+    if value is None:
+        return failed("no CPU window or nothing moved")
+    return ok(value, **cpu.detail(meter, nbytes, moved))
 
 
 def _report(ctx: Context, key: str, outcome: Outcome) -> None:
@@ -370,6 +403,7 @@ def w3(ctx: Context, broker: BrokerProcess) -> dict[str, Outcome]:
     sizes = ctx.sizes
     topic = unique("bench-w3")
     ctx.log(f"w3: {sizes.w3_producers} producers x {sizes.w3_records} x 100 B, linger 0 ...")
+    meter = cpu.Meter(broker.pid)
 
     def run() -> dict[str, Outcome]:
         create_topic(broker.bootstrap, topic)
@@ -387,17 +421,18 @@ def w3(ctx: Context, broker: BrokerProcess) -> dict[str, Outcome]:
                 if line.strip() != "ready":
                     raise WorkloadError(f"producer did not start: {line!r} "
                                         f"{proc.stderr.read()[-1000:] if proc.stderr else ''}")
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
             results = []
-            for proc in procs:
-                try:
-                    out, err = proc.communicate(timeout=sizes.w3_seconds + 90)
-                except subprocess.TimeoutExpired:
-                    raise WorkloadError("a w3 producer did not finish in time") from None
-                results.append(_client_result("produce", proc.returncode, out, err))
+            with meter:
+                for proc in procs:
+                    assert proc.stdin is not None
+                    proc.stdin.write("go\n")
+                    proc.stdin.flush()
+                for proc in procs:
+                    try:
+                        out, err = proc.communicate(timeout=sizes.w3_seconds + 90)
+                    except subprocess.TimeoutExpired:
+                        raise WorkloadError("a w3 producer did not finish in time") from None
+                    results.append(_client_result("produce", proc.returncode, out, err))
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -423,6 +458,8 @@ def w3(ctx: Context, broker: BrokerProcess) -> dict[str, Outcome]:
     except Exception as exc:
         msg = str(exc) if isinstance(exc, WorkloadError) else f"{type(exc).__name__}: {exc}"
         out = {"w3.records": failed(msg), "w3.requests": failed(msg)}
+    out["w3.cpu"] = cpu_outcome(meter, out["w3.records"],
+                                out["w3.records"].detail.get("records", 0) * 100, "produced")
     for key, outcome in out.items():
         _report(ctx, key, outcome)
     delete_topic(broker.bootstrap, topic)
@@ -473,8 +510,13 @@ def w4(ctx: Context, broker: BrokerProcess,
     count = sizes.w4_records
     for client in clients:
         ctx.log(f"w4 {client}: {count} records ({count * KIB / MIB:,.0f} MiB) from offset 0 ...")
+        meter = cpu.Meter(broker.pid)
 
-        def one(client: str = client) -> Outcome:
+        def one(client: str = client, meter: cpu.Meter = meter) -> Outcome:
+            with meter:
+                return consume(client)
+
+        def consume(client: str) -> Outcome:
             if client == "librdkafka":
                 res = run_client("consume", {"bootstrap": broker.bootstrap, "topic": W4_TOPIC,
                                              "count": count, "seconds": sizes.w4_seconds},
@@ -506,6 +548,10 @@ def w4(ctx: Context, broker: BrokerProcess,
         if prep.get("prepared"):
             out[f"w4.{client}"].detail["topic_prepared_in_s"] = prep.get("seconds")
         _report(ctx, f"w4.{client}", out[f"w4.{client}"])
+        out[f"w4.{client}.cpu"] = cpu_outcome(
+            meter, out[f"w4.{client}"], out[f"w4.{client}"].detail.get("records", 0) * KIB,
+            "consumed")
+        _report(ctx, f"w4.{client}.cpu", out[f"w4.{client}.cpu"])
     return out
 
 
@@ -530,6 +576,7 @@ def w5(ctx: Context, broker: BrokerProcess) -> dict[str, Outcome]:
     count = int(sizes.w5_rate / KIB * sizes.w5_seconds)
     keys = ("w5.p50", "w5.p99", "w5.p999")
     ctx.log(f"w5: {sizes.w5_rate / 1e6:.0f} MB/s for {sizes.w5_seconds:.0f}s ...")
+    meter = cpu.Meter(broker.pid)
 
     def run() -> dict[str, Outcome]:
         create_topic(broker.bootstrap, topic)
@@ -543,13 +590,14 @@ def w5(ctx: Context, broker: BrokerProcess) -> dict[str, Outcome]:
             assert consumer.stdout is not None
             if consumer.stdout.readline().strip() != "ready":
                 raise WorkloadError("latency consumer did not start")
-            produced = run_client("latency-produce", {
-                "bootstrap": broker.bootstrap, "topic": topic, "count": count, "size": KIB,
-                "rate": sizes.w5_rate, "config": ACKS1}, timeout=sizes.w5_seconds + 90)
-            try:
-                out, err = consumer.communicate(timeout=sizes.w5_seconds + 60)
-            except subprocess.TimeoutExpired:
-                raise WorkloadError("latency consumer did not finish") from None
+            with meter:
+                produced = run_client("latency-produce", {
+                    "bootstrap": broker.bootstrap, "topic": topic, "count": count, "size": KIB,
+                    "rate": sizes.w5_rate, "config": ACKS1}, timeout=sizes.w5_seconds + 90)
+                try:
+                    out, err = consumer.communicate(timeout=sizes.w5_seconds + 60)
+                except subprocess.TimeoutExpired:
+                    raise WorkloadError("latency consumer did not finish") from None
             got = _client_result("latency-consume", consumer.returncode, out, err)
         finally:
             if consumer.poll() is None:
@@ -569,6 +617,10 @@ def w5(ctx: Context, broker: BrokerProcess) -> dict[str, Outcome]:
     except Exception as exc:
         msg = str(exc) if isinstance(exc, WorkloadError) else f"{type(exc).__name__}: {exc}"
         out = {k: failed(msg) for k in keys}
+    moved = out["w5.p50"].detail
+    out["w5.cpu"] = cpu_outcome(meter, out["w5.p50"],
+                                (moved.get("sent", 0) + moved.get("received", 0)) * KIB,
+                                "produced + consumed")
     for key, outcome in out.items():
         _report(ctx, key, outcome)
     delete_topic(broker.bootstrap, topic)
