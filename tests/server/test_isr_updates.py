@@ -1,0 +1,73 @@
+"""IsrUpdates batches ISR changes: while one AlterPartition is in flight, the others
+queue and go out together in the next (Kafka's AlterPartitionManager)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import trio
+import trio.testing
+
+from josefk.cluster.partition import Partition
+from josefk.log.log import Log
+from josefk.server import replication
+from josefk.server.replication import IsrUpdates
+
+TOPIC_IDS = {"a": uuid.uuid4(), "b": uuid.uuid4()}
+
+
+class Host:
+    node_id = 1
+    broker_epoch = 7
+    controller_id = 0
+    config = SimpleNamespace(replica_lag_time_max_ms=30_000, request_timeout_ms=30_000)
+
+    def endpoint_of(self, broker_id: int) -> tuple[str, int]:
+        return ("controller", broker_id)
+
+
+def led(tmp_path: Path, topic: str, index: int) -> Partition:
+    log = Log.open(tmp_path / f"{topic}-{index}")
+    return Partition(topic=topic, index=index, topic_id=TOPIC_IDS[topic], log=log, node_id=1,
+                     replicas=[1, 2, 3], isr=[1, 2, 3], leader_epoch=4, leader=1,
+                     partition_epoch=9)
+
+
+async def test_isr_changes_share_alter_partition_requests(tmp_path: Path, monkeypatch) -> None:
+    sent: list[Any] = []
+    release = trio.Event()
+
+    async def once(endpoint, name, timeout, request, version, what):  # type: ignore[no-untyped-def]
+        sent.append(request)
+        await release.wait()  # the first request stays in flight while the rest queue
+        topics = [SimpleNamespace(topic_id=t.topic_id, topic_name="", partitions=[
+            SimpleNamespace(partition_index=p.partition_index, error_code=0, leader_id=1,
+                            leader_epoch=p.leader_epoch, isr=list(p.new_isr),
+                            partition_epoch=p.partition_epoch + 1)
+            for p in t.partitions]) for t in request.topics]
+        return SimpleNamespace(error_code=0, topics=topics)
+
+    monkeypatch.setattr(replication.PeerConnection, "once", once)
+    partitions = [led(tmp_path, topic, i) for topic in ("a", "b") for i in range(50)]
+    async with trio.open_nursery() as nursery:
+        updates = IsrUpdates(Host(), nursery, lambda: partitions)  # type: ignore[arg-type]
+        updates._propose(partitions[0], [1, 2])
+        await trio.testing.wait_all_tasks_blocked()
+        for partition in partitions[1:]:
+            updates._propose(partition, [1, 3])
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(sent) == 1  # the others wait for the one in flight
+        release.set()
+    assert len(sent) == 2
+    first, second = ([(t.topic_id, p.partition_index) for t in r.topics for p in t.partitions]
+                     for r in sent)
+    assert first == [(TOPIC_IDS["a"], 0)]
+    assert sorted(second) == sorted((p.topic_id, p.index) for p in partitions[1:])
+    assert partitions[0].isr == [1, 2] and partitions[0].partition_epoch == 10
+    assert all(p.isr == [1, 3] and p.partition_epoch == 10 for p in partitions[1:])
+    assert all(p.pending_isr is None for p in partitions)
+    for p in partitions:
+        p.log.close()
