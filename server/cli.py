@@ -68,7 +68,7 @@ def serve(args: argparse.Namespace) -> int:
     fatal: list[BaseException] = []
     try:
         trio.run(_run, Broker(config))
-    except* (BrokerIdInUseError, ZooKeeperUnavailableError) as group:
+    except* (BrokerIdInUseError, ZooKeeperUnavailableError, ConfigError) as group:
         fatal.extend(_leaves(group))
     for error in fatal:
         logging.getLogger("josefk").error("fatal: %s", error)

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 
@@ -46,6 +47,8 @@ class Connection:
         self.enabled = enabled
         self.decoder = FrameDecoder(max_size=max_request_size)
         self.idle_timeout_s = idle_timeout_s
+        self.last_active = time.monotonic()
+        self._scope = trio.CancelScope()
         # Response bytes not yet sent: answers to pipelined requests go out in one send.
         self._pending: list[bytes | bytearray | memoryview] = []
         try:
@@ -55,9 +58,18 @@ class Connection:
         except OSError:
             self.peer = "?"
 
+    @property
+    def closing(self) -> bool:
+        return self._scope.cancel_called
+
+    def close(self) -> None:
+        """Disconnect the peer (what is queued is still flushed, briefly)."""
+        self._scope.cancel()
+
     async def serve(self) -> None:
         try:
-            await self._loop()
+            with self._scope:
+                await self._loop()
         except (ProtocolError, CloseConnection) as e:
             logger.warning("closing connection from %s: %s", self.peer, e)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -86,6 +98,7 @@ class Connection:
                     return
                 if not data:
                     return
+                self.last_active = time.monotonic()
                 self.decoder.feed(data)
                 continue
             await self._handle(frame)
