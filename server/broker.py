@@ -27,7 +27,7 @@ from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.cluster_node import ClusterNode, open_replica_partition
 from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
-from josefk.server.connection import Connection
+from josefk.server.connection import Connection, IdleConnections
 from josefk.server.connection_quotas import ConnectionQuotas, TooManyConnections, ip_of
 from josefk.server.handlers import (
     Handler,
@@ -105,9 +105,9 @@ class Broker:
         self.cluster_id = self.store.cluster_id
         self.bound_ports: list[int] = []
         self.quotas: ConnectionQuotas | None = None
-        # The open connections of each listener, for KIP-402's closing of the excess.
-        self.connections: dict[str, set[Connection]] = {x.name: set()
-                                                        for x in config.listeners}
+        self.idle_connections = IdleConnections(config.connections_max_idle_ms / 1000)
+        # The listener of each open connection, for KIP-402's closing of the excess.
+        self.connection_listeners: dict[Connection, str] = {}
         # Coordinators plug in here: run after the logs load / for the broker's lifetime.
         self.startup_hooks: list[Callable[[], None]] = []
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []
@@ -324,6 +324,7 @@ class Broker:
                 if self.cluster is not None:
                     await self.cluster.join(nursery, *self.advertised_endpoint())
                 nursery.start_soon(self._background)
+                nursery.start_soon(self.idle_connections.run)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
                 logger.info("josefk broker %d serving on %s (advertised %s:%d)", self.node_id,
@@ -388,9 +389,9 @@ class Broker:
     def _close_excess(self, quotas: ConnectionQuotas) -> None:
         """KIP-402: the inter-broker listener went over max.connections; close the least
         recently active connections of the other listeners."""
-        others = [c for name, conns in self.connections.items() if not quotas.protected(name)
-                  for c in conns if not c.closing]
-        for connection in sorted(others, key=lambda c: c.last_active)[:quotas.excess()]:
+        others = [c for c in self.idle_connections.least_active()
+                  if not c.closing and not quotas.protected(self.connection_listeners[c])]
+        for connection in others[:quotas.excess()]:
             logger.info("max.connections %d exceeded: closing the least recently active "
                         "connection, from %s", self.config.max_connections, connection.peer)
             connection.close()
@@ -399,14 +400,12 @@ class Broker:
                                 ip: Any) -> None:
         assert self.quotas is not None
         connection = Connection(stream, self.dispatch, self.enabled,
-                                self.config.socket_request_max_bytes,
-                                self.config.connections_max_idle_ms / 1000)
-        connections = self.connections[listener]
-        connections.add(connection)
+                                self.config.socket_request_max_bytes, self.idle_connections)
+        self.connection_listeners[connection] = listener
         try:
             await connection.serve()
         finally:
-            connections.discard(connection)
+            del self.connection_listeners[connection]
             self.quotas.dec(listener, ip)
 
     async def _background(self) -> None:
