@@ -8,7 +8,7 @@ broker of bench/brokers.py with ``connections.max.idle.ms`` one hour (no idle co
 is closed during the run) and ``socket.listen.backlog.size`` 1024, and a 4-partition
 topic:
 
-1. *without*: ``--producers`` confluent-kafka producers (acks=1, ``--size``-byte
+1. *without* (a): ``--producers`` confluent-kafka producers (acks=1, ``--size``-byte
    messages, ``--rate`` per second each, staggered) in ``--processes`` client
    processes; after a warm-up, librdkafka's produce-to-ack latency of every message
    for ``--seconds``.
@@ -17,6 +17,9 @@ topic:
    round trip, 256 at a time: the accept rate is connections / seconds to open them
    all. After a 3 s settle, the RSS again.
 3. *with*: the producers again, the idle connections still open.
+4. *without* (b): the idle connections closed, after 3 s the producers once more. The
+   baseline is the latencies of (a) and (b) pooled, so drift (warm-up, other load on
+   the machine) does not pass for the idle connections' cost.
 
 Reported per broker: RSS before, after and the difference (MiB; per idle connection in
 KiB), accept rate, the producers' p50/p99 without and with the idle connections and
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -90,6 +94,7 @@ def create_topic(bootstrap: str) -> None:
 
 def run_producers(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     """The producers in ``--processes`` processes; their latencies merged."""
+    load = os.getloadavg()[0]
     shares = [args.producers // args.processes + (i < args.producers % args.processes)
               for i in range(args.processes)]
     procs = [subprocess.Popen(client_command("produce", bootstrap, TOPIC, n, args.rate,
@@ -106,23 +111,28 @@ def run_producers(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         result = json.loads(out.decode().strip().splitlines()[-1])
         latencies += result["latencies_ms"]
         errors += result["errors"]
-    expected = args.producers * args.rate * args.seconds
-    return {"messages": len(latencies), "expected": round(expected), "errors": errors,
+    return {"latencies_ms": latencies, "errors": errors, "loadavg": load}
+
+
+def stats(*runs: dict[str, Any]) -> dict[str, Any]:
+    """Percentiles of the runs' latencies pooled."""
+    latencies = [x for run in runs for x in run["latencies_ms"]]
+    return {"messages": len(latencies), "errors": sum(run["errors"] for run in runs),
             "p50_ms": percentile(latencies, 50), "p99_ms": percentile(latencies, 99),
-            "max_ms": max(latencies, default=None)}
+            "max_ms": max(latencies, default=None),
+            "loadavg": [round(run["loadavg"], 2) for run in runs]}
 
 
 def measure(args: argparse.Namespace, kind: str, root: Path, logs: Path, rnd: int
             ) -> dict[str, Any]:
     broker = BrokerProcess(kind, root / f"{kind}-{rnd}", log_path=logs / f"{kind}-{rnd}.log",
-                           overrides={**SINGLE_NODE_OVERRIDES, **OVERRIDES})
+                           overrides=OVERRIDES)
     broker.start(timeout=args.start_timeout)
     holder: subprocess.Popen[bytes] | None = None
     try:
         create_topic(broker.bootstrap)
-        without = run_producers(args, broker.bootstrap)
-        log(f"{kind}: without idle connections p50 {without['p50_ms']:.2f} ms, "
-            f"p99 {without['p99_ms']:.2f} ms ({without['messages']} messages)")
+        before = run_producers(args, broker.bootstrap)
+        log(f"{kind}: without idle connections {summary_line(stats(before))}")
         time.sleep(SETTLE_S)
         rss_before = broker.rss_mib()
         holder = subprocess.Popen(client_command("idle", broker.bootstrap, args.connections),
@@ -138,18 +148,18 @@ def measure(args: argparse.Namespace, kind: str, root: Path, logs: Path, rnd: in
         log(f"{kind}: {opened['opened']} idle connections ({opened['failed']} failed) in "
             f"{opened['seconds']:.1f} s ({rate or 0:.0f}/s); RSS {rss_before:.0f} -> "
             f"{rss_after:.0f} MiB")
-        with_idle = run_producers(args, broker.bootstrap)
-        log(f"{kind}: with idle connections p50 {with_idle['p50_ms']:.2f} ms, "
-            f"p99 {with_idle['p99_ms']:.2f} ms ({with_idle['messages']} messages)")
+        with_idle = stats(run_producers(args, broker.bootstrap))
+        log(f"{kind}: with idle connections {summary_line(with_idle)}")
+        close_holder(holder)
+        holder = None
+        time.sleep(SETTLE_S)
+        after = run_producers(args, broker.bootstrap)
+        log(f"{kind}: without again {summary_line(stats(after))}")
+        without = stats(before, after)
         alive_after = broker.alive()
     finally:
         if holder is not None:
-            assert holder.stdin is not None
-            holder.stdin.close()
-            try:
-                holder.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                holder.kill()
+            close_holder(holder)
         broker.stop()
         if not args.keep_data:
             shutil.rmtree(broker.data_dir, ignore_errors=True)
@@ -163,6 +173,21 @@ def measure(args: argparse.Namespace, kind: str, root: Path, logs: Path, rnd: in
         "p50_ratio": ratio(with_idle["p50_ms"], without["p50_ms"]),
         "p99_ratio": ratio(with_idle["p99_ms"], without["p99_ms"]),
     }
+
+
+def close_holder(holder: subprocess.Popen[bytes]) -> None:
+    assert holder.stdin is not None
+    holder.stdin.close()
+    try:
+        holder.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+def summary_line(s: dict[str, Any]) -> str:
+    return (f"p50 {s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms ({s['messages']} messages, "
+            f"load {s['loadavg']})")
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -224,7 +249,8 @@ def markdown(result: dict[str, Any]) -> str:
                   f"{(P99_TARGET - 1) * 100:.0f} %: {'met' if p99_ok else 'MISSED'}."]
     lines += ["", "## Rounds", "", "| round | broker | opened (failed) | open s | "
               "RSS before → after MiB | p50 ms without → with | p99 ms without → with | "
-              "messages without / with |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+              "messages without / with | load (1 min) a, with, b |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for i, rnd in enumerate(result["rounds"], 1):
         for kind in brokers:
             if kind not in rnd:
@@ -235,7 +261,9 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{e['rss_before_mib']:.0f} → {e['rss_after_mib']:.0f} | "
                 f"{report.fmt(e['without']['p50_ms'])} → {report.fmt(e['with']['p50_ms'])} | "
                 f"{report.fmt(e['without']['p99_ms'])} → {report.fmt(e['with']['p99_ms'])} | "
-                f"{e['without']['messages']} / {e['with']['messages']} |")
+                f"{e['without']['messages']} / {e['with']['messages']} | "
+                f"{e['without']['loadavg'][0]}, {e['with']['loadavg'][0]}, "
+                f"{e['without']['loadavg'][-1]} |")
     if result.get("notes"):
         lines += ["", "## Notes", "", *[f"- {n}" for n in result["notes"]]]
     return "\n".join(lines) + "\n"
