@@ -304,13 +304,11 @@ class Broker:
             await self.cluster.connect()
         await trio.to_thread.run_sync(self.startup)
         self.quotas = await trio.to_thread.run_sync(ConnectionQuotas.from_config, self.config)
-        backlog = self.config.values["socket.listen.backlog.size"]
         try:
             async with trio.open_nursery() as nursery:
                 for listener in self.config.listeners:
                     listeners = await trio.open_tcp_listeners(listener.port,
-                                                              host=listener.bind_host,
-                                                              backlog=backlog)
+                                                              host=listener.bind_host)
                     for sock_listener in listeners:
                         self.bound_ports.append(sock_listener.socket.getsockname()[1])
                         nursery.start_soon(self._accept, listener.name, sock_listener,
