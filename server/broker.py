@@ -27,7 +27,8 @@ from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.cluster_node import ClusterNode, open_replica_partition
 from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
-from josefk.server.connection import Connection
+from josefk.server.connection import Connection, IdleConnections
+from josefk.server.connection_quotas import ConnectionQuotas, TooManyConnections, ip_of
 from josefk.server.handlers import (
     Handler,
     admin,
@@ -103,7 +104,10 @@ class Broker:
         self.purgatory = Purgatory()
         self.cluster_id = self.store.cluster_id
         self.bound_ports: list[int] = []
-        self._connections = 0
+        self.quotas: ConnectionQuotas | None = None
+        self.idle_connections = IdleConnections(config.connections_max_idle_ms / 1000)
+        # The listener of each open connection, for KIP-402's closing of the excess.
+        self.connection_listeners: dict[Connection, str] = {}
         # Coordinators plug in here: run after the logs load / for the broker's lifetime.
         self.startup_hooks: list[Callable[[], None]] = []
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []
@@ -299,6 +303,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.connect()
         await trio.to_thread.run_sync(self.startup)
+        self.quotas = await trio.to_thread.run_sync(ConnectionQuotas.from_config, self.config)
         try:
             async with trio.open_nursery() as nursery:
                 for listener in self.config.listeners:
@@ -306,7 +311,8 @@ class Broker:
                                                               host=listener.bind_host)
                     for sock_listener in listeners:
                         self.bound_ports.append(sock_listener.socket.getsockname()[1])
-                        nursery.start_soon(self._accept, sock_listener, nursery)
+                        nursery.start_soon(self._accept, listener.name, sock_listener,
+                                           nursery)
                 host, port = self._advertised_listener()
                 # Port 0 binds an ephemeral port: advertise the one we got.
                 self.local_broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0],
@@ -316,6 +322,7 @@ class Broker:
                 if self.cluster is not None:
                     await self.cluster.join(nursery, *self.advertised_endpoint())
                 nursery.start_soon(self._background)
+                nursery.start_soon(self.idle_connections.run)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
                 logger.info("josefk broker %d serving on %s (advertised %s:%d)", self.node_id,
@@ -333,7 +340,11 @@ class Broker:
             with trio.move_on_after(self.config.request_timeout_ms / 1000 * 2):
                 await self.cluster.controlled_shutdown()
 
-    async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+    async def _accept(self, name: str, listener: trio.SocketListener,
+                      nursery: trio.Nursery) -> None:
+        """Kafka's Acceptor: count each connection against the quotas, then serve it."""
+        quotas = self.quotas
+        assert quotas is not None
         failures = 0
         async with listener:
             while True:
@@ -354,22 +365,46 @@ class Broker:
                     logger.info("accepting connections again after %d failed attempts",
                                 failures)
                     failures = 0
-                if self._connections >= self.config.max_connections:
-                    logger.warning("max.connections %d reached; refusing a connection",
-                                   self.config.max_connections)
-                    await stream.aclose()
+                try:
+                    await quotas.wait_for_slot(name)
+                    ip = ip_of(stream.socket.getpeername()[0])
+                    quotas.inc(name, ip)
+                except TooManyConnections as e:
+                    logger.info("Rejected connection from %s, address already has the "
+                                "configured maximum of %d connections.", e.ip, e.count)
+                    stream.socket.close()
                     continue
-                nursery.start_soon(self._serve_connection, stream)
+                except OSError:  # the peer left while it waited
+                    stream.socket.close()
+                    continue
+                except BaseException:
+                    stream.socket.close()
+                    raise
+                nursery.start_soon(self._serve_connection, stream, name, ip)
+                if quotas.protected(name) and quotas.excess():
+                    self._close_excess(quotas)
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
-        self._connections += 1
+    def _close_excess(self, quotas: ConnectionQuotas) -> None:
+        """KIP-402: the inter-broker listener went over max.connections; close the least
+        recently active connections of the other listeners."""
+        others = [c for c in self.idle_connections.least_active()
+                  if not c.closing and not quotas.protected(self.connection_listeners[c])]
+        for connection in others[:quotas.excess()]:
+            logger.info("max.connections %d exceeded: closing the least recently active "
+                        "connection, from %s", self.config.max_connections, connection.peer)
+            connection.close()
+
+    async def _serve_connection(self, stream: trio.SocketStream, listener: str,
+                                ip: Any) -> None:
+        assert self.quotas is not None
+        connection = Connection(stream, self.dispatch, self.enabled,
+                                self.config.socket_request_max_bytes, self.idle_connections)
+        self.connection_listeners[connection] = listener
         try:
-            connection = Connection(stream, self.dispatch, self.enabled,
-                                    self.config.socket_request_max_bytes,
-                                    self.config.connections_max_idle_ms / 1000)
             await connection.serve()
         finally:
-            self._connections -= 1
+            del self.connection_listeners[connection]
+            self.quotas.dec(listener, ip)
 
     async def _background(self) -> None:
         """Flush policy each second; retention, checkpoints and producer expiry on

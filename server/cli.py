@@ -68,7 +68,7 @@ def serve(args: argparse.Namespace) -> int:
     fatal: list[BaseException] = []
     try:
         trio.run(_run, Broker(config))
-    except* (BrokerIdInUseError, ZooKeeperUnavailableError) as group:
+    except* (BrokerIdInUseError, ZooKeeperUnavailableError, ConfigError) as group:
         fatal.extend(_leaves(group))
     for error in fatal:
         logging.getLogger("josefk").error("fatal: %s", error)
@@ -105,11 +105,27 @@ async def _cancel_on_signal(scope: object, broker: object) -> None:
 
 
 def raise_fd_limit() -> None:
-    """Segments and index maps each hold a descriptor: use all the process may have."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    """Raise the soft RLIMIT_NOFILE to the hard limit, as the JVM does for Kafka.
 
+    Every connection, segment and index map holds a descriptor.
+    """
+    log = logging.getLogger("josefk")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        log.info("open file limit (RLIMIT_NOFILE) is %s", _limit(soft))
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as e:
+        log.warning("could not raise the open file limit (RLIMIT_NOFILE) from %s to %s: %s",
+                    _limit(soft), _limit(hard), e)
+        return
+    log.info("raised the open file limit (RLIMIT_NOFILE) from %s to %s", _limit(soft),
+             _limit(hard))
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -696,6 +696,45 @@ def _ipv4_and_ipv6(group: list[Listener]) -> bool:
     return versions == [4, 6]
 
 
+# --- connection limits -------------------------------------------------------------------
+
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")
+
+
+def parse_ip_overrides(raw: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` (``host:count,...``) as Kafka's ``Csv.parseCsvMap``
+    reads it: split at the last colon (IPv6 keeps its colons), later entries win."""
+    key = "max.connections.per.ip.overrides"
+    entries = re.split(r"\s*,\s*", raw) if raw else []
+    while entries and not entries[-1]:
+        entries.pop()  # Java's String.split drops trailing empty strings
+    result: dict[str, int] = {}
+    for entry in entries:
+        colon = entry.rfind(":")
+        if colon < 0:
+            raise ConfigError(f"Error parsing configuration property '{key}': begin 0, "
+                              f"end -1, length {len(entry)}", key, raw)
+        host, count = _jtrim(entry[:colon]), _jtrim(entry[colon + 1:])
+        if not _INTEGER.fullmatch(count) or not -(1 << 31) <= int(count) <= INT32_MAX:
+            raise ConfigError(f"Invalid value {raw} for configuration {key}: "
+                              f'For input string: "{count}"', key, raw)
+        result[host] = int(count)
+    invalid = [host for host in result if not _VALID_HOST.fullmatch(host)]
+    if invalid:
+        raise ConfigError(f"{key} contains invalid addresses : {','.join(invalid)}", key, raw)
+    return result
+
+
+def _connection_limits(values: Mapping[str, Any]) -> dict[str, Any]:
+    """KafkaConfig's checks of ``max.connections.per.ip`` and its overrides."""
+    overrides = parse_ip_overrides(values["max.connections.per.ip.overrides"])
+    if values["max.connections.per.ip"] == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip can be set to zero only if "
+                          "max.connections.per.ip.overrides property is set.",
+                          "max.connections.per.ip", 0)
+    return {"max_connections_per_ip_overrides": MappingProxyType(overrides)}
+
+
 # --- the broker config -------------------------------------------------------------------
 
 
@@ -724,6 +763,7 @@ class BrokerConfig:
     socket_request_max_bytes: int
     max_connections: int
     max_connections_per_ip: int
+    max_connections_per_ip_overrides: Mapping[str, int]
     connections_max_idle_ms: int
     request_timeout_ms: int
     num_network_threads: int
@@ -792,12 +832,13 @@ class BrokerConfig:
         listeners, advertised = _listeners(values)
         log_dirs = _log_dirs(values)
         derived = _derived_log_times(values)
+        limits = _connection_limits(values)
 
         special: dict[str, Any] = {
             "node_id": node_id, "listeners": listeners, "advertised_listeners": advertised,
             "log_dirs": log_dirs, "log_cleanup_policy": tuple(values["log.cleanup.policy"]),
             "values": MappingProxyType(values), "originals": MappingProxyType(props),
-            "unknown": MappingProxyType(unknown), **derived,
+            "unknown": MappingProxyType(unknown), **derived, **limits,
         }
         kwargs = {f.name: special[f.name] if f.name in special else values[f.name.replace("_", ".")]
                   for f in fields(cls)}

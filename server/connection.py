@@ -6,6 +6,8 @@ import contextlib
 import errno
 import logging
 import os
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 
@@ -32,6 +34,50 @@ class CloseConnection(Exception):
     """A handler's verdict that the client must be disconnected (e.g. acks=0 errors)."""
 
 
+class IdleConnections:
+    """Kafka's IdleExpiryManager: the open connections, least recently active first.
+
+    One task closes those idle longer than ``connections.max.idle.ms`` (negative: never).
+    A deadline per receive would do it too, but with thousands of idle connections
+    trio's deadline heap fills with stale entries, and their garbage-collection cost
+    shows in every other client's latency.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._lru: OrderedDict[Connection, None] = OrderedDict()
+
+    def add(self, connection: Connection) -> None:
+        self._lru[connection] = None
+
+    def touch(self, connection: Connection) -> None:
+        connection.last_active = time.monotonic()
+        self._lru.move_to_end(connection)
+
+    def remove(self, connection: Connection) -> None:
+        self._lru.pop(connection, None)
+
+    def least_active(self) -> list[Connection]:
+        """Every connection, least recently active first."""
+        return list(self._lru)
+
+    async def run(self) -> None:
+        if self.timeout_s < 0:
+            return
+        while True:
+            await trio.sleep(min(1.0, self.timeout_s / 2))
+            oldest = time.monotonic() - self.timeout_s
+            expired = []
+            for connection in self._lru:
+                if connection.last_active > oldest:
+                    break
+                expired.append(connection)
+            for connection in expired:
+                logger.info("closing idle connection from %s", connection.peer)
+                self.remove(connection)
+                connection.close()
+
+
 class Connection:
     """Serves one socket until the peer leaves, misbehaves, or idles out.
 
@@ -40,12 +86,14 @@ class Connection:
     """
 
     def __init__(self, stream: trio.SocketStream, dispatch: Dispatch, enabled: frozenset[int],
-                 max_request_size: int, idle_timeout_s: float) -> None:
+                 max_request_size: int, idle: IdleConnections) -> None:
         self.stream = stream
         self.dispatch = dispatch
         self.enabled = enabled
         self.decoder = FrameDecoder(max_size=max_request_size)
-        self.idle_timeout_s = idle_timeout_s
+        self.idle = idle
+        self.last_active = time.monotonic()
+        self._scope = trio.CancelScope()
         # Response bytes not yet sent: answers to pipelined requests go out in one send.
         self._pending: list[bytes | bytearray | memoryview] = []
         try:
@@ -55,9 +103,19 @@ class Connection:
         except OSError:
             self.peer = "?"
 
+    @property
+    def closing(self) -> bool:
+        return self._scope.cancel_called
+
+    def close(self) -> None:
+        """Disconnect the peer (what is queued is still flushed, briefly)."""
+        self._scope.cancel()
+
     async def serve(self) -> None:
+        self.idle.add(self)
         try:
-            await self._loop()
+            with self._scope:
+                await self._loop()
         except (ProtocolError, CloseConnection) as e:
             logger.warning("closing connection from %s: %s", self.peer, e)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
@@ -66,6 +124,7 @@ class Connection:
             # A bug in one request must not take the broker (or anyone else) down.
             logger.exception("closing connection from %s after an internal error", self.peer)
         finally:
+            self.idle.remove(self)
             with trio.CancelScope(shield=True):
                 # Answers to the requests before a bad one still go out, briefly.
                 with trio.move_on_after(1), contextlib.suppress(
@@ -79,13 +138,11 @@ class Connection:
             if frame is None:
                 # No more requests buffered: send the answers gathered so far at once.
                 await self._flush()
-                with trio.move_on_after(self.idle_timeout_s) as idle:
-                    data = await self.stream.receive_some(RECEIVE_SIZE)
-                if idle.cancelled_caught:
-                    logger.info("closing idle connection from %s", self.peer)
-                    return
+                self.idle.touch(self)
+                data = await self.stream.receive_some(RECEIVE_SIZE)
                 if not data:
                     return
+                self.idle.touch(self)
                 self.decoder.feed(data)
                 continue
             await self._handle(frame)

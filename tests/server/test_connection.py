@@ -152,18 +152,18 @@ async def test_idle_connections_are_closed(tmp_path: Path) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def test_max_connections_refuses_the_one_too_many(tmp_path: Path) -> None:
+
+async def test_negative_idle_timeout_never_closes(tmp_path: Path) -> None:
     async with trio.open_nursery() as nursery:
         config = load_config(None, {"listeners": "PLAINTEXT://127.0.0.1:0",
                                     "log.dirs": str(tmp_path / "data"),
-                                    "max.connections": "2"})
+                                    "connections.max.idle.ms": "-1"})
         broker = await nursery.start(Broker(config).serve)
-        first, second = await connect(broker), await connect(broker)
-        await trio.sleep(0.1)  # let the broker count them
-        third = await connect(broker)
-        assert await closed_by_broker(third)
-        await first.aclose()
-        await second.aclose()
-        await trio.sleep(0.1)
-        assert API_VERSIONS in await api_versions_ok(broker)
+        stream = await connect(broker)
+        await trio.sleep(0.5)
+        request = ApiVersionsRequest[0]()
+        request.with_header(correlation_id=8, client_id="patient")
+        await stream.send_all(request.encode(header=True, framed=True))
+        payload = await read_frame(stream)
+        assert struct.unpack(">i", payload[:4])[0] == 8
         nursery.cancel_scope.cancel()
