@@ -29,6 +29,7 @@ from josefk.server.cluster_node import ClusterNode, open_replica_partition
 from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
 from josefk.server.connection import Connection, IdleConnections
 from josefk.server.connection_quotas import ConnectionQuotas, TooManyConnections, ip_of
+from josefk.server.fetch_sessions import FetchSessionCache
 from josefk.server.handlers import (
     Handler,
     admin,
@@ -102,6 +103,8 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
+        self.fetch_sessions = FetchSessionCache(
+            config.values["max.incremental.fetch.session.cache.slots"])
         self.cluster_id = self.store.cluster_id
         self.bound_ports: list[int] = []
         self.quotas: ConnectionQuotas | None = None

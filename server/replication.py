@@ -28,6 +28,7 @@ from josefk.log.log import now_ms
 from josefk.protocol.controller_messages import AlterPartitionRequest
 from josefk.protocol.error_codes import NONE, OFFSET_OUT_OF_RANGE
 from josefk.protocol.record_batch import RecordBatchError
+from josefk.server.fetch_session_handler import FetchSessionHandler, FetchState
 from josefk.server.peer import PeerConnection, PeerError
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ ALTER_PARTITION_VERSION = 3
 TP = tuple[str, int]
 
 _FetchTopic = FetchRequest.FetchTopic
+_Forgotten = FetchRequest.ForgottenTopic
 _OfleTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 _AlterTopic = AlterPartitionRequest.TopicData
 
@@ -93,6 +95,7 @@ class ReplicaFetcher:
         self.partition_max_bytes = values["replica.fetch.max.bytes"]
         self.backoff_s = values["replica.fetch.backoff.ms"] / 1000
         self.timeout_s = values["replica.socket.timeout.ms"] / 1000
+        self.session = FetchSessionHandler()
 
     def add(self, tp: TP) -> None:
         self.partitions[tp] = _Following()
@@ -119,6 +122,7 @@ class ReplicaFetcher:
                 if peer is None or (peer.host, peer.port) != endpoint:
                     if peer is not None:
                         await peer.aclose()
+                    self.session.reset()
                     peer = PeerConnection(*endpoint, f"broker-{self.host.node_id}-fetcher-0",
                                           self.timeout_s)
                 try:
@@ -126,6 +130,7 @@ class ReplicaFetcher:
                 except PeerError as e:
                     logger.warning("broker %d: fetching from broker %d failed: %s",
                                    self.host.node_id, self.leader_id, e)
+                    self.session.reset()
                     await trio.sleep(self.backoff_s)
 
     def _ready(self) -> dict[TP, tuple[_Following, Partition]]:
@@ -221,23 +226,34 @@ class ReplicaFetcher:
 
     async def _fetch(self, peer: PeerConnection,
                      partitions: dict[TP, tuple[_Following, Partition]]) -> None:
+        wanted = {tp: FetchState(partition.log.log_end_offset, partition.leader_epoch,
+                                 partition.log.leader_epochs.latest_epoch,
+                                 partition.log.log_start_offset)
+                  for tp, (_, partition) in partitions.items()}
+        send, forget = self.session.build(wanted)
         topics: dict[str, list[Any]] = {}
-        sent: dict[TP, tuple[int, int]] = {}
-        for (topic, index), (_, partition) in partitions.items():
-            log = partition.log
-            sent[(topic, index)] = (partition.leader_epoch, log.log_end_offset)
+        for (topic, index), state in send.items():
             topics.setdefault(topic, []).append(_FetchTopic.FetchPartition(
-                partition=index, current_leader_epoch=partition.leader_epoch,
-                fetch_offset=log.log_end_offset,
-                last_fetched_epoch=log.leader_epochs.latest_epoch,
-                log_start_offset=log.log_start_offset,
+                partition=index, current_leader_epoch=state.leader_epoch,
+                fetch_offset=state.fetch_offset, last_fetched_epoch=state.last_fetched_epoch,
+                log_start_offset=state.log_start_offset,
                 partition_max_bytes=self.partition_max_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         request = FetchRequest(
             replica_id=self.host.node_id, max_wait_ms=self.max_wait_ms,
             min_bytes=self.min_bytes, max_bytes=self.max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+            session_id=self.session.session_id, session_epoch=self.session.epoch, rack_id="",
+            forgotten_topics_data=[_Forgotten(topic=t, partitions=ps)
+                                   for t, ps in forgotten.items()],
             topics=[_FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()])
         response = await peer.request(request, FETCH_VERSION)
+        if not self.session.on_response(response.error_code, response.session_id):
+            logger.info("broker %d: fetch session with broker %d ended (error %d); "
+                        "starting a new one", self.host.node_id, self.leader_id,
+                        response.error_code)
+            return
         for topic in response.responses:
             for data in topic.partitions:
                 tp = (topic.topic, data.partition_index)
@@ -245,7 +261,7 @@ class ReplicaFetcher:
                 if entry is None:
                     continue
                 following, partition = entry
-                leader_epoch, fetch_offset = sent[tp]
+                fetch_offset, leader_epoch = wanted[tp][:2]
                 # The records start at the fetch offset: appended anywhere else (the log
                 # was truncated meanwhile) they would leave a hole or overlap.
                 if (self._unchanged(tp, following, partition, leader_epoch)

@@ -33,6 +33,14 @@ from josefk.protocol.error_codes import (
 )
 from josefk.protocol.header import is_flexible
 from josefk.protocol.messages import Request, encode_response
+from josefk.server.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    TP,
+    CachedPartition,
+    FetchSession,
+    SessionError,
+)
 from josefk.server.handlers import Response
 from josefk.server.zero_copy import FileRegion, new_sentinel, splice
 
@@ -82,8 +90,13 @@ async def handle(broker: Broker, request: Request) -> Response:
     read_committed = version >= 4 and body.isolation_level == READ_COMMITTED
     max_bytes = body.max_bytes if version >= 3 else 1 << 31
     replica = _replica_id(body, version)
+    try:
+        session = _session(broker, body, version, replica)
+    except SessionError as e:
+        return _encode(request, [], error_code=e.error_code)
     while True:
-        reads = _requested(broker, body, version)
+        reads = (_requested(broker, body, version) if session is None
+                 else _session_reads(session))
         total = _read_all(broker, reads, max_bytes, read_committed, replica)
         errors = any(r.error_code for r in reads)
         remaining = deadline - trio.current_time()
@@ -93,10 +106,77 @@ async def handle(broker: Broker, request: Request) -> Response:
             r.release()
         keys = [(r.topic, r.index) for r in reads]
         if not await broker.purgatory.wait_any(keys, remaining):
-            reads = _requested(broker, body, version)
+            reads = (_requested(broker, body, version) if session is None
+                     else _session_reads(session))
             _read_all(broker, reads, max_bytes, read_committed, replica)
             break
-    return _encode(request, reads)
+    if session is None:
+        return _encode(request, reads)
+    return _encode(request, _answer_in_session(session, reads), session.session_id)
+
+
+def _session(broker: Broker, body: Any, version: int, replica: int) -> FetchSession | None:
+    """The fetch session this request starts or continues (followers only; KIP-227)."""
+    if version < 7 or replica < 0:
+        return None
+    sessions = broker.fetch_sessions
+    if body.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if body.session_id:
+            sessions.remove(body.session_id)
+        if body.session_epoch == FINAL_EPOCH:
+            return None
+        session = sessions.create(replica, {})
+    else:
+        session = sessions.lookup(body.session_id, body.session_epoch, replica)
+    if session is not None:
+        _update_session(session, _requested(broker, body, version),
+                        _forgotten(broker, body, version))
+    return session
+
+
+def _update_session(session: FetchSession, reads: list[PartitionRead], forgotten: list[TP]
+                    ) -> None:
+    for r in reads:
+        if r.topic is None:
+            continue  # an unknown topic id cannot be followed
+        cached = session.partitions.get((r.topic, r.index))
+        if cached is None:
+            session.partitions[(r.topic, r.index)] = CachedPartition(
+                r.fetch_offset, r.max_bytes, r.leader_epoch, r.last_fetched_epoch, r.topic_id)
+        else:
+            cached.fetch_offset, cached.max_bytes = r.fetch_offset, r.max_bytes
+            cached.leader_epoch, cached.last_fetched_epoch = r.leader_epoch, r.last_fetched_epoch
+    for tp in forgotten:
+        session.partitions.pop(tp, None)
+
+
+def _forgotten(broker: Broker, body: Any, version: int) -> list[TP]:
+    forgotten = []
+    for topic in body.forgotten_topics_data or ():
+        name = broker.topic_name_for_id(topic.topic_id) if version >= 13 else topic.topic
+        forgotten += [(name, p) for p in topic.partitions] if name is not None else []
+    return forgotten
+
+
+def _session_reads(session: FetchSession) -> list[PartitionRead]:
+    return [PartitionRead(topic=topic, topic_id=c.topic_id, index=index,
+                          fetch_offset=c.fetch_offset, max_bytes=c.max_bytes,
+                          leader_epoch=c.leader_epoch, last_fetched_epoch=c.last_fetched_epoch)
+            for (topic, index), c in session.partitions.items()]
+
+
+def _answer_in_session(session: FetchSession, reads: list[PartitionRead]
+                       ) -> list[PartitionRead]:
+    """What an answer in a session carries: partitions with records, an error, a
+    diverging epoch, or offsets the fetcher has not been told yet."""
+    answer = []
+    for r in reads:
+        cached = session.partitions[(r.topic, r.index)]  # type: ignore[index]
+        changed = cached.changed(r.high_watermark, r.last_stable_offset, r.log_start_offset)
+        if (changed or r.region is not None or r.records or r.error_code
+                or r.diverging_epoch is not None):
+            answer.append(r)
+    return answer
 
 
 def _replica_id(body: Any, version: int) -> int:
@@ -211,7 +291,8 @@ def _diverging(partition: Any, r: PartitionRead) -> bool:
     return True
 
 
-def _encode(request: Request, reads: list[PartitionRead]) -> Response:
+def _encode(request: Request, reads: list[PartitionRead], session_id: int = 0,
+            error_code: int = 0) -> Response:
     version = request.api_version
     regions: dict[bytes, FileRegion] = {}
     topics: list[Any] = []
@@ -236,7 +317,8 @@ def _encode(request: Request, reads: list[PartitionRead]) -> Response:
             topics.append(topic)
             current = (key, topic)
         current[1].partitions.append(part)
-    fields = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+    fields = {"throttle_time_ms": 0, "error_code": error_code, "session_id": session_id,
+              "responses": topics}
     frame = encode_response(FETCH, version, request.correlation_id, fields)
     try:
         return splice(frame, regions, is_flexible(FETCH, version))

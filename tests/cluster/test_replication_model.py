@@ -303,8 +303,9 @@ class ModelPeer:
                 partition_index=r.index, error_code=r.error_code,
                 high_watermark=r.high_watermark, records=records,
                 diverging_epoch=SimpleNamespace(epoch=epoch, end_offset=end)))
-        return SimpleNamespace(responses=[SimpleNamespace(topic=t, partitions=ps)
-                                          for t, ps in topics_.items()])
+        # No fetch session (session id 0): the follower sends full requests.
+        return SimpleNamespace(error_code=0, session_id=0, responses=[
+            SimpleNamespace(topic=t, partitions=ps) for t, ps in topics_.items()])
 
     def check(self, codes: list[int]) -> None:
         code = max(codes, default=NONE, key=lambda c: c != NONE)

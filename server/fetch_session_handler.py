@@ -1,0 +1,61 @@
+"""The follower's side of an incremental fetch session (KIP-227) with one leader.
+
+The leader keeps each partition's fetch state; a request carries only the partitions
+whose state changed since the leader last heard of them, and the partitions to forget.
+Any error about the session itself starts a new one with a full request.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from josefk.protocol.error_codes import NONE
+from josefk.server.fetch_sessions import INITIAL_EPOCH, INT32_MAX, TP
+
+
+class FetchState(NamedTuple):
+    """What a fetch request says about one partition."""
+
+    fetch_offset: int
+    leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+
+
+class FetchSessionHandler:
+    """Builds session-aware fetch requests and follows the leader's answers."""
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = INITIAL_EPOCH
+        self.partitions: dict[TP, FetchState] = {}  # as the leader's session holds them
+        self._next: dict[TP, FetchState] = {}
+
+    def build(self, wanted: dict[TP, FetchState]) -> tuple[dict[TP, FetchState], list[TP]]:
+        """The partitions to send and those to forget, for fetching ``wanted``."""
+        self._next = dict(wanted)
+        if self.epoch == INITIAL_EPOCH:
+            return dict(wanted), []
+        send = {tp: state for tp, state in wanted.items() if self.partitions.get(tp) != state}
+        forget = [tp for tp in self.partitions if tp not in wanted]
+        return send, forget
+
+    def on_response(self, error_code: int, session_id: int) -> bool:
+        """Follow the answer's session fields; False (and a full fetch next) if the
+        session is gone or out of step."""
+        if error_code != NONE:
+            self.reset()
+            return False
+        if self.epoch == INITIAL_EPOCH:
+            self.session_id = session_id
+            # A leader without a slot answers session 0: ask for one again next time.
+            self.epoch = 1 if session_id else INITIAL_EPOCH
+        else:
+            self.epoch = 1 if self.epoch == INT32_MAX else self.epoch + 1
+        self.partitions = self._next
+        return True
+
+    def reset(self) -> None:
+        self.session_id = 0
+        self.epoch = INITIAL_EPOCH
+        self.partitions = {}
