@@ -10,11 +10,14 @@ so the harness can spawn the broker between the two (a restart is timed from spa
 
 Roles:
 
-- ``create``: one CreateTopics request per topic (``topics``: [[name, partitions]]),
-  all in flight together, then full Metadata until every partition has a leader.
+- ``create``: first (untimed) ``__consumer_offsets``, which the consumers below would
+  have the broker create anyway; then one CreateTopics request per topic (``topics``:
+  [[name, partitions]]), all in flight together, and full Metadata until every
+  partition has a leader.
 - ``metadata``: ``calls`` full-metadata requests (``list_topics()``), one at a time.
-- ``produce``: ``messages`` values of ``size`` bytes round-robin over every partition
-  (one warm-up message per topic first, untimed), acks=1, until all are acknowledged.
+- ``produce``: one message to every partition (``first_write_s``), then ``messages``
+  values of ``size`` bytes round-robin over every partition, acks=1, until all are
+  acknowledged (the throughput).
 - ``fetch``: assign every partition from the beginning, read ``expect`` messages.
 - ``probe-produce``: one message to every partition, re-sent after an error, until each
   partition has acknowledged one (start-up: first ack everywhere).
@@ -37,8 +40,10 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
 QUIET = {"log_level": 0, "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 200}
-# The bench's topics exist or it is an error: no broker-side auto-creation by a probe.
+# The bench's topics exist or it is an error: no broker-side auto-creation by a probe
+# (the admin client is a producer inside librdkafka: it would ask for it too).
 NO_AUTO_CREATE = {"allow.auto.create.topics": False}
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def now_ns() -> int:
@@ -70,10 +75,32 @@ def leaders_ready(admin: AdminClient, topics: list[list[Any]]) -> tuple[int, int
     return ready, sum(int(c) for _, c in topics)
 
 
+def offsets_topic(admin: AdminClient, bootstrap: str, timeout: float) -> float:
+    """Have the broker create ``__consumer_offsets`` (a consumer with a group.id asks for
+    its coordinator, even with assign): seconds until all its partitions have leaders."""
+    start = now_ns()
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scale",
+                            "enable.auto.commit": False, **QUIET})
+    try:
+        deadline = start + int(timeout * 1e9)
+        while now_ns() < deadline:
+            consumer.poll(0.1)
+            # All topics: a Metadata request naming it could auto-create it instead.
+            t = admin.list_topics(timeout=30).topics.get(OFFSETS_TOPIC)
+            if t is not None and t.error is None and t.partitions \
+                    and all(p.leader >= 0 for p in t.partitions.values()):
+                return (now_ns() - start) / 1e9
+        raise TimeoutError(f"{OFFSETS_TOPIC} not ready after {timeout:.0f}s")
+    finally:
+        consumer.close()
+
+
 def create(args: dict[str, Any]) -> dict[str, Any]:
-    admin = AdminClient({"bootstrap.servers": args["bootstrap"], **QUIET})
+    admin = AdminClient({"bootstrap.servers": args["bootstrap"], **QUIET, **NO_AUTO_CREATE})
     admin.list_topics(timeout=30)
     timeout = float(args["timeout"])
+    # Every consumer below would make the broker create it mid-measure: first, untimed.
+    offsets_s = offsets_topic(admin, args["bootstrap"], timeout)
     config = {k: str(v) for k, v in args.get("config", {}).items()}
     start = now_ns()
     futures = [admin.create_topics([NewTopic(name, int(count), 1, config=config)],
@@ -94,11 +121,12 @@ def create(args: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.05)
     end = now_ns()
     return {"partitions": total, "requests_s": (answered - start) / 1e9,
-            "create_s": (end - start) / 1e9, "metadata_polls": polls}
+            "create_s": (end - start) / 1e9, "metadata_polls": polls,
+            "offsets_topic_s": offsets_s}
 
 
 def metadata(args: dict[str, Any]) -> dict[str, Any]:
-    admin = AdminClient({"bootstrap.servers": args["bootstrap"], **QUIET})
+    admin = AdminClient({"bootstrap.servers": args["bootstrap"], **QUIET, **NO_AUTO_CREATE})
     admin.list_topics(timeout=60)  # connected; the first answer is not a sample
     samples, partitions = [], 0
     deadline = deadline_of(args)
@@ -159,12 +187,17 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
                             "queue.buffering.max.kbytes": 1 << 20,
                             "message.timeout.ms": int(float(args["timeout"]) * 1000),
                             **QUIET, **NO_AUTO_CREATE})
+    producer.list_topics(timeout=60)
+    # One message to every partition first, timed apart: a broker's first append to a
+    # fresh partition can cost much more than the next ones (Kafka fsyncs its
+    # leader-epoch checkpoint), and the throughput below is the steady state.
     warm, on_warm = _delivery_counter()
-    for name, _ in args["topics"]:  # topic handles and their metadata, untimed
-        producer.produce(name, b"warm-up", partition=0, on_delivery=on_warm)
-    producer.flush(float(args["timeout"]))
-    if warm["acked"] != len(args["topics"]):
-        raise RuntimeError(f"warm-up: {warm['acked']}/{len(args['topics'])} acked, "
+    began = now_ns()
+    _produce_all(producer, targets, len(targets), [b"warm-up"], on_warm, deadline)
+    producer.flush(max(1.0, (deadline - now_ns()) / 1e9))
+    first_write_s = ((warm["last_ns"] or now_ns()) - began) / 1e9
+    if warm["acked"] != len(targets):
+        raise RuntimeError(f"first write: {warm['acked']}/{len(targets)} acked, "
                            f"errors {warm['errors']}")
     values = [os.urandom(size) for _ in range(16)]
     state, on_delivery = _delivery_counter()
@@ -175,7 +208,7 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     secs = (end - start) / 1e9
     out = {"sent": sent, "acked": state["acked"], "failed": state["failed"],
            "unflushed": left, "errors": state["errors"], "seconds": secs,
-           "bytes": state["bytes"], "warm_up": warm["acked"],
+           "bytes": state["bytes"], "warm_up": warm["acked"], "first_write_s": first_write_s,
            "msgs_s": state["acked"] / secs, "mib_s": state["bytes"] / secs / (1 << 20)}
     if state["acked"] < count:
         raise RuntimeError(f"only {state['acked']:,}/{count:,} acknowledged "
