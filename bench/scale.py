@@ -139,12 +139,31 @@ class LogWatch:
 
 
 def death_reason(broker: BrokerProcess) -> str:
+    """Exit status and the first fatal line of this run's output (else its last line
+    that is not part of a stack trace)."""
     code = broker.proc.returncode if broker.proc is not None else None
-    tail = broker.log_tail(200)
-    fatal = [m.group(0).strip() for m in FATAL.finditer(tail)]
-    lines = [ln for ln in tail.splitlines() if ln.strip()]
-    why = fatal[0] if fatal else " | ".join(lines[-3:])
+    try:
+        with open(broker.log_path, "rb") as f:
+            f.seek(max(0, broker.log_path.stat().st_size - (64 << 20)))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    text = text[text.rfind("=== start:"):]
+    if m := FATAL.search(text):
+        why = m.group(0).strip()
+    else:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not
+                 re.match(r"\s*(at |\.\.\. \d+ more|File \"|\^)", ln)]
+        why = lines[-1] if len(lines) > 1 else "(no output)"
     return f"{broker.kind} exited with status {code}: {why[:500]}"
+
+
+def hit_ceiling(got: dict[str, Any]) -> str | None:
+    """A step's error that means larger counts will fail too (descriptors, memory)."""
+    for step in got.values():
+        if isinstance(step, dict) and FATAL.search(step.get("error", "")):
+            return step["error"][:300]
+    return None
 
 
 # --- client processes -------------------------------------------------------------------
@@ -182,8 +201,10 @@ class Client:
         self.proc.stdin.flush()
 
     def _tail(self) -> str:
-        text = self.err_path.read_text(errors="replace").strip().splitlines()
-        return " | ".join(text[-4:])[-1500:] or f"exit status {self.proc.returncode}"
+        """The client's last stderr line (a traceback's exception)."""
+        lines = [ln.strip() for ln in self.err_path.read_text(errors="replace").splitlines()
+                 if ln.strip() and not ln.startswith("%")]  # librdkafka's own log lines
+        return lines[-1][-1500:] if lines else f"exit status {self.proc.returncode}"
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -225,9 +246,14 @@ class Client:
         self._close()
         lines = [ln for ln in self.out_path.read_text().splitlines() if ln.startswith("{")]
         if self.proc.returncode != 0 or not lines:
-            if not broker.alive():
-                raise StepError(death_reason(broker))
-            raise StepError(f"{self.role} client failed: {self._tail()}")
+            # The client often sees the connection drop before the broker has exited.
+            for _ in range(40):
+                if not broker.alive():
+                    raise StepError(death_reason(broker))
+                time.sleep(0.05)
+            fatal = watch.fatal()
+            raise StepError(f"{self.role} client failed: {self._tail()}"
+                            + (f"; {broker.kind} logged: {fatal}" if fatal else ""))
         return json.loads(lines[-1])
 
 
@@ -364,13 +390,16 @@ class Scale:
             if not broker.alive():
                 into["load"] = {"error": death_reason(broker)}
                 return into["load"]["error"]
+            if why := hit_ceiling(into):
+                into["load"] = {"error": f"skipped after: {why}"}
+                return why
             self.step(into, "load", lambda: proc_state(broker))
             for how in ("kill", "clean"):
                 if not self.step(into, f"restart_{how}", lambda how=how: self.restart(
                         broker, how, "probe-produce", timeout, "all_acked_ns", topics=topics)) \
                         and not broker.alive():
                     return into[f"restart_{how}"]["error"][:300]
-            return None
+            return hit_ceiling(into)
         finally:
             broker.stop(kill=True)
             if not args.keep_data:

@@ -77,6 +77,19 @@ BIGLOG_FIGURES = [
 ]
 
 
+TITLES = {
+    "metadata": "full Metadata latency (list_topics)",
+    "produce": "produce throughput over every partition (100 B, acks=1)",
+    "produce-mib": "produce throughput over every partition (100 B, acks=1)",
+    "fetch": "fetch throughput, every partition from the start",
+    "fetch-mib": "fetch throughput, every partition from the start",
+    "rss": "broker resident memory (VmRSS; VmHWM is the peak)",
+    "restart-kill": "start-up after SIGKILL (from spawn)",
+    "restart-clean": "start-up after a clean stop (from spawn)",
+    "first-write": "first produce to every partition after the create",
+}
+
+
 def metadata_summary(got: dict[str, Any]) -> dict[str, Any]:
     samples = got["samples_ms"]
     p99 = statistics.quantiles(samples, n=100, method="inclusive")[98] \
@@ -228,6 +241,7 @@ def plots(result: dict[str, Any], out: Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     paths = []
     parts = result.get("partitions", {})
@@ -250,25 +264,29 @@ def plots(result: dict[str, Any], out: Path) -> list[Path]:
                         failed.append(int(n))
                 if not xs and not failed:
                     continue
-                label = f"{LABEL[kind]}" + (f" · {f.field}" if len(figs) > 1 else "")
+                label = LABEL[kind] + (f": {f.label.rsplit(': ', 1)[-1]}" if len(figs) > 1
+                                       else "")
                 ax.plot(xs, ys, marker="o", color=COLOR[kind], label=label,
                         linestyle=("-", "--", ":")[i % 3])
-                for x in failed:
+                for x in failed if i == 0 else []:
+                    why = failure(f, parts[str(x)].get(kind))
                     ax.axvline(x, color=COLOR[kind], alpha=0.3, linestyle=":")
-                    ax.annotate(f"{kind} failed", (x, 0.5), xycoords=("data", "axes fraction"),
+                    ax.annotate(f"{kind} {why}", (x, 0.5), xycoords=("data", "axes fraction"),
                                 rotation=90, color=COLOR[kind], fontsize=8, ha="right")
                 drawn = drawn or bool(xs) or bool(failed)
         if not drawn:
             plt.close(fig)
             continue
         ax.set_xscale("log")
+        ax.set_xticks([int(n) for n in counts], [f"{int(n):,}" for n in counts])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ys_all = [line.get_ydata() for line in ax.get_lines()]
         flat = [y for ys in ys_all for y in ys if y and y > 0]
         if flat and max(flat) / min(flat) > 30:
             ax.set_yscale("log")
         ax.set_xlabel("partitions")
         ax.set_ylabel(figs[0].unit)
-        ax.set_title(figs[0].label if len(figs) == 1 else name)
+        ax.set_title(TITLES.get(name, figs[0].label))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
