@@ -173,6 +173,7 @@ class Client:
     """One ``bench.scale_clients`` process, output in files (no pipe to fill up)."""
 
     count = 0
+    live: set[Client] = set()
 
     def __init__(self, role: str, args: dict[str, Any], work: Path, barrier: bool = False,
                  ready_timeout: float = 60) -> None:
@@ -187,6 +188,7 @@ class Client:
              json.dumps({**args, "barrier": barrier})],
             cwd=REPO, stdin=subprocess.PIPE if barrier else subprocess.DEVNULL,
             stdout=self._out, stderr=self._err, start_new_session=True)
+        Client.live.add(self)
         if barrier:
             deadline = time.monotonic() + ready_timeout
             while b"ready" not in self.out_path.read_bytes():
@@ -214,6 +216,7 @@ class Client:
         self._close()
 
     def _close(self) -> None:
+        Client.live.discard(self)
         self._out.close()
         self._err.close()
         if self.proc.stdin is not None:
@@ -464,6 +467,7 @@ class Scale:
             "label": "quick" if args.quick else f"scale {args.scale:g}",
             "started": report.now_iso(), "machine": machine,
             "config": {"order": args.broker_list, "partitions": args.partition_list,
+                       "scale": args.scale, "biglog_scale": args.biglog_scale,
                        "topic_max": TOPIC_MAX, "messages": args.messages,
                        "message_size": MESSAGE_SIZE, "metadata_calls": args.metadata_calls,
                        "timeout": args.timeout,
@@ -496,6 +500,8 @@ class Scale:
         except KeyboardInterrupt:
             self.result["notes"].append("interrupted (Ctrl-C): results are partial")
         finally:
+            for client in list(Client.live):  # in their own sessions: Ctrl-C missed them
+                client.kill()
             log.prefix = ""
             self.result["finished"] = report.now_iso()
             machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]

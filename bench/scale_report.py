@@ -204,7 +204,8 @@ def markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
     lines += ["## Machine", "",
               f"- {m.get('cpu')}, {m.get('cores')} cores, {m.get('ram_gib')} GiB RAM; "
-              f"{m.get('kernel')}; Python {m.get('python')}; {m.get('java')}",
+              f"{m.get('kernel')}; Python {m.get('python')}; "
+              f"{' '.join(m.get('java') or ['java ?'])}",
               f"- Apache Kafka {m.get('kafka')}; confluent-kafka {m.get('confluent_kafka')} "
               f"(librdkafka {m.get('librdkafka')}); josefk {m.get('josefk_commit')}",
               f"- RLIMIT_NOFILE {m.get('nofile_limit')}, vm.max_map_count "
