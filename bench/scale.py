@@ -273,10 +273,10 @@ def topics_for(prefix: str, partitions: int) -> list[list[Any]]:
     return out
 
 
-def du(path: Path) -> tuple[int, int]:
-    """(segment files, their bytes) under a log dir."""
+def du(path: Path, prefix: str) -> tuple[int, int]:
+    """(segment files, their bytes) of the ``prefix`` topics in a log dir."""
     count = size = 0
-    for f in path.glob("*-*/*.log"):
+    for f in path.glob(f"{prefix}-*/*.log"):
         count += 1
         with contextlib.suppress(OSError):
             size += f.stat().st_size
@@ -433,7 +433,7 @@ class Scale:
                 return
 
             def loaded() -> dict[str, Any]:
-                segments, size = du(broker.data_dir)
+                segments, size = du(broker.data_dir, "biglog")
                 return {**proc_state(broker), "segments": segments, "log_bytes": size}
 
             self.step(into, "load", loaded)

@@ -189,8 +189,8 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
                             **QUIET, **NO_AUTO_CREATE})
     producer.list_topics(timeout=60)
     # One message to every partition first, timed apart: a broker's first append to a
-    # fresh partition can cost much more than the next ones (Kafka fsyncs its
-    # leader-epoch checkpoint), and the throughput below is the steady state.
+    # fresh partition can cost much more than the next ones (Kafka's ~10-20 ms each on
+    # the development VM), and the throughput below is the steady state.
     warm, on_warm = _delivery_counter()
     began = now_ns()
     _produce_all(producer, targets, len(targets), [b"warm-up"], on_warm, deadline)

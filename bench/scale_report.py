@@ -173,7 +173,19 @@ def markdown(result: dict[str, Any]) -> str:
              "(see each table for which way is better). "
              "One run per figure: read small differences as noise.", ""]
     if counts:
-        lines += ["## Partitions", ""]
+        lines += ["## Partitions", "", "Each cell: josefk / Kafka (ratio); per-figure tables "
+                  "below.", "", "| figure | " + " | ".join(f"{int(n):,}" for n in counts)
+                  + " |", "|---|" + "---:|" * len(counts)]
+        for fig in PARTITION_FIGURES:
+            cells = []
+            for n in counts:
+                j, k = (value(fig, parts[n].get(kind)) for kind in KINDS)
+                cells.append(f"{_cell(j, failure(fig, parts[n].get('josefk')))} / "
+                             f"{_cell(k, failure(fig, parts[n].get('kafka')))} "
+                             f"({_ratio(j, k)})")
+            arrow = "↑" if fig.higher else "↓"
+            lines.append(f"| {fig.label} ({fig.unit} {arrow}) | " + " | ".join(cells) + " |")
+        lines.append("")
         for fig in PARTITION_FIGURES:
             better = "higher" if fig.higher else "lower"
             lines += [f"### {fig.label} ({fig.unit}, {better} is better)", "",
