@@ -116,6 +116,15 @@ bench-compaction: $(BENCH) kafka-jars
 bench-connections: $(BENCH) kafka-jars
 	$(BIN)/python -m bench.connections $(ARGS)
 
+SCALE ?= 1
+
+## Cost at scale vs Apache Kafka 4.x: 10 to 50,000 partitions (create, metadata, produce,
+## fetch, RSS, fds, restarts) and start-up on a 20 GiB log, both times SCALE (SCALE=1 is the
+## full run, hours; needs ~25 GiB free); ARGS for options (--quick, --brokers, --partitions).
+.PHONY: bench-scale
+bench-scale: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.scale --scale $(SCALE) $(ARGS)
+
 ## Storage engine throughput against a plain os.write loop (1 GiB).
 bench-log: install
 	$(BIN)/python bench/log_append.py
