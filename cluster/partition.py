@@ -65,6 +65,9 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     leader_epoch: int = 0
     on_data: Callable[[Partition], None] = lambda _p: None
+    # New records (or a leadership change): what followers' long polls wait for; a
+    # high watermark move wakes only consumers and acks=all produces (on_data).
+    on_append: Callable[[Partition], None] = lambda _p: None
     leader: int | None = None  # None: this broker (the single-broker default)
     partition_epoch: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
@@ -126,6 +129,7 @@ class Partition:
                 self.pending_isr = None
                 self.maybe_advance_high_watermark()
         self.on_data(self)
+        self.on_append(self)
         return not self.is_leader and (new_epoch or was_leader)
 
     # --- the leader's view of its followers -----------------------------------------
@@ -197,8 +201,8 @@ class Partition:
                                  f"{len(self.isr)} in-sync replicas, min.insync.replicas="
                                  f"{min_isr}")
         info = self.log.append_as_leader(records, self.leader_epoch, one_batch=True)
-        if not self.maybe_advance_high_watermark():
-            self.on_data(self)  # followers' long polls wait for new data too
+        self.on_append(self)
+        self.maybe_advance_high_watermark()
         return info
 
     def append_control_batch(self, producer_id: int, producer_epoch: int,
@@ -221,8 +225,8 @@ class Partition:
                                  f"{min_isr}")
         info = self.log.append_control_batch(producer_id, producer_epoch, coordinator_epoch,
                                              commit, self.leader_epoch)
-        if not self.maybe_advance_high_watermark():
-            self.on_data(self)
+        self.on_append(self)
+        self.maybe_advance_high_watermark()
         return info
 
     def maybe_advance_high_watermark(self) -> bool:

@@ -51,7 +51,7 @@ from josefk.server.handlers import (
 )
 from josefk.server.log_cleaner import LogCleanerService
 from josefk.server.producer_id_blocks import ProducerIdUnavailableError
-from josefk.server.purgatory import Purgatory
+from josefk.server.purgatory import Purgatory, follower_key
 from josefk.server.txn_markers import MarkerChannel, wait_replicated
 from josefk.server.txn_verification import TxnVerifier
 from josefk.server.zero_copy import Part
@@ -155,7 +155,8 @@ class Broker:
                 write_partition_metadata(log.directory, topic.topic_id)
             self.partitions[(topic.name, index)] = Partition(
                 topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
-                node_id=self.node_id, replicas=list(replicas), on_data=self._on_data)
+                node_id=self.node_id, replicas=list(replicas), on_data=self._on_data,
+                on_append=self.on_partition_append)
 
     def open_replica(self, topic: str, index: int, topic_id: uuid.UUID, replicas: list[int]
                      ) -> Partition:
@@ -266,6 +267,10 @@ class Broker:
 
     def _on_data(self, partition: Partition) -> None:
         self.purgatory.notify((partition.topic, partition.index))
+
+    def on_partition_append(self, partition: Partition) -> None:
+        """New records: wake the followers' long polls (they wait on their own key)."""
+        self.purgatory.notify(follower_key(partition.topic, partition.index))
 
     async def create_topic(self, name: str, num_partitions: int = -1,
                            replication_factor: int = -1,

@@ -332,4 +332,5 @@ def open_replica_partition(broker: Broker, topic: str, index: int, topic_id: Any
         write_partition_metadata(log.directory, topic_id)
     return Partition(topic=topic, index=index, topic_id=topic_id, log=log,
                      node_id=broker.node_id, replicas=replicas, isr=[], leader_epoch=-1,
-                     on_data=broker.on_partition_data, leader=-1, partition_epoch=-1)
+                     on_data=broker.on_partition_data, on_append=broker.on_partition_append,
+                     leader=-1, partition_epoch=-1)

@@ -13,33 +13,53 @@ from collections.abc import Hashable, Iterable
 import trio
 
 
+def follower_key(topic: str, index: int) -> tuple[str, str, int]:
+    """What followers' fetches watch: new records only, not high watermark moves."""
+    return ("follower", topic, index)
+
+
+class _Waiter:
+    __slots__ = ("event", "fired")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.fired: set[Hashable] = set()
+
+
 class Purgatory:
     """Waiters keyed by what they watch (e.g. a topic partition)."""
 
     def __init__(self) -> None:
-        self._watchers: defaultdict[Hashable, set[trio.Event]] = defaultdict(set)
+        self._watchers: defaultdict[Hashable, set[_Waiter]] = defaultdict(set)
 
     async def wait_any(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
         """Wait until one of ``keys`` is notified or the timeout passes; True if notified."""
-        event = trio.Event()
+        return bool(await self.wait_for(keys, timeout_s))
+
+    async def wait_for(self, keys: Iterable[Hashable], timeout_s: float) -> set[Hashable]:
+        """Wait until one of ``keys`` is notified or the timeout passes; the keys notified
+        meanwhile (empty on timeout), so a waiter watching thousands of partitions looks
+        again only at those."""
+        waiter = _Waiter()
         keys = list(keys)
         for key in keys:
-            self._watchers[key].add(event)
+            self._watchers[key].add(waiter)
         try:
             with trio.move_on_after(timeout_s):
-                await event.wait()
+                await waiter.event.wait()
         finally:
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:
-                    watchers.discard(event)
+                    watchers.discard(waiter)
                     if not watchers:
                         del self._watchers[key]
-        return event.is_set()
+        return waiter.fired
 
     def notify(self, key: Hashable) -> None:
-        for event in self._watchers.pop(key, ()):
-            event.set()
+        for waiter in self._watchers.pop(key, ()):
+            waiter.fired.add(key)
+            waiter.event.set()
 
     def watching(self, key: Hashable) -> int:
         return len(self._watchers.get(key, ()))

@@ -42,6 +42,7 @@ from josefk.server.fetch_sessions import (
     SessionError,
 )
 from josefk.server.handlers import Response
+from josefk.server.purgatory import follower_key
 from josefk.server.zero_copy import FileRegion, new_sentinel, splice
 
 if TYPE_CHECKING:
@@ -94,25 +95,53 @@ async def handle(broker: Broker, request: Request) -> Response:
         session = _session(broker, body, version, replica)
     except SessionError as e:
         return _encode(request, [], error_code=e.error_code)
-    while True:
+    def read_all() -> tuple[list[PartitionRead], int]:
         reads = (_requested(broker, body, version) if session is None
                  else _session_reads(session))
-        total = _read_all(broker, reads, max_bytes, read_committed, replica)
+        return reads, _read_all(broker, reads, max_bytes, read_committed, replica)
+
+    reads, total = read_all()
+    while True:
         errors = any(r.error_code for r in reads)
         remaining = deadline - trio.current_time()
         if total >= body.min_bytes or errors or remaining <= 0 or not reads:
             break
         for r in reads:
             r.release()
-        keys = [(r.topic, r.index) for r in reads]
-        if not await broker.purgatory.wait_any(keys, remaining):
-            reads = (_requested(broker, body, version) if session is None
-                     else _session_reads(session))
-            _read_all(broker, reads, max_bytes, read_committed, replica)
-            break
+        keys = [_wait_key(r, replica) for r in reads]
+        fired = await broker.purgatory.wait_for(keys, remaining)
+        if total == 0:
+            # Nothing had data: only the partitions notified can have changed.
+            if not fired:
+                break
+            total = _read_again(broker, reads, fired, replica, max_bytes, read_committed)
+        else:
+            reads, total = read_all()
+            if not fired:
+                break
     if session is None:
         return _encode(request, reads)
     return _encode(request, _answer_in_session(session, reads), session.session_id)
+
+
+def _wait_key(r: PartitionRead, replica: int) -> Any:
+    """Consumers wait for the high watermark to move, followers for new records."""
+    return (r.topic, r.index) if replica < 0 else follower_key(r.topic or "", r.index)
+
+
+def _read_again(broker: Broker, reads: list[PartitionRead], fired: set[Any], replica: int,
+                max_bytes: int, read_committed: bool) -> int:
+    """Read anew, in place, the partitions whose key was notified."""
+    positions = [i for i, r in enumerate(reads) if _wait_key(r, replica) in fired]
+    fresh = [PartitionRead(topic=reads[i].topic, topic_id=reads[i].topic_id,
+                           index=reads[i].index, fetch_offset=reads[i].fetch_offset,
+                           max_bytes=reads[i].max_bytes, leader_epoch=reads[i].leader_epoch,
+                           last_fetched_epoch=reads[i].last_fetched_epoch)
+             for i in positions]
+    total = _read_all(broker, fresh, max_bytes, read_committed, replica)
+    for i, r in zip(positions, fresh, strict=True):
+        reads[i] = r
+    return total
 
 
 def _session(broker: Broker, body: Any, version: int, replica: int) -> FetchSession | None:
