@@ -12,7 +12,7 @@ import trio
 from josefk.cluster.group_coordinator import GroupCoordinator
 from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
-from josefk.cluster.partition import Partition, PartitionView
+from josefk.cluster.partition import Partition, PartitionMap, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.cluster.txn_log import TopicPartition
 from josefk.cluster.txn_service import TxnService
@@ -91,7 +91,7 @@ class Broker:
                 validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
                 cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor)
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions = PartitionMap()
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
         self.cluster_id = self.store.cluster_id
