@@ -18,19 +18,25 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint file that does not parse."""
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file.
+
+    ``sync=False`` skips the fsyncs of the file and its directory: the file is then
+    whole if present but may be missing (or, after a crash, empty) — for files rebuilt
+    from elsewhere whenever they are wrong."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def fsync_dir(directory: Path) -> None:
