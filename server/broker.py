@@ -61,6 +61,8 @@ HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_of
                    transactions, txn_offsets]
 # Served only in a cluster (zookeeper.connect set).
 CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
+# How long the background creation of deferred partitions holds the event loop at a time.
+DEFERRED_OPEN_SLICE_S = 0.005
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
                                 for key, handler in module.HANDLERS.items()}
 
@@ -92,6 +94,9 @@ class Broker:
                 cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor)
         self.partitions = PartitionMap()
+        # Created partitions whose logs are not open yet (open_partitions(defer=True)).
+        self._unopened: dict[tuple[str, int], Topic] = {}
+        self._unopened_added = trio.Event()
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
         self.cluster_id = self.store.cluster_id
@@ -113,6 +118,7 @@ class Broker:
         self.log_cleaner = LogCleanerService(self)
         self.startup_hooks.insert(0, self.log_cleaner.startup)
         self.background_tasks.append(self.log_cleaner.run)
+        self.background_tasks.append(self._open_deferred)
 
     # --- topics and partitions ----------------------------------------------------
 
@@ -120,28 +126,73 @@ class Broker:
         return self.config.log_config(self.store.topic_configs(topic))
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        partition = self.partitions.get((topic, index))
+        if partition is None and self._unopened:
+            partition = self._open_unopened((topic, index))
+        return partition
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         topic = self.store.get_by_id(topic_id)
         return topic.name if topic else None
 
-    def open_partitions(self, topic: Topic) -> None:
+    def open_partitions(self, topic: Topic, *, defer: bool = False) -> None:
         """Create or load the logs of every partition of ``topic`` placed on this broker
-        (a single broker; in a cluster, the controller's LeaderAndIsr does it)."""
+        (a single broker; in a cluster, the controller's LeaderAndIsr does it).
+
+        With ``defer`` the partitions are only noted: `_open_deferred` creates their
+        logs in the background, and the first request for one (`partition`) creates
+        it on the spot. So CreateTopics answers once the metadata is written, as
+        Kafka's does (its brokers create the logs after the controller commits)."""
         if self.cluster is not None:
             return
         config = self.log_config_for(topic.name)
         for index, replicas in topic.partitions.items():
-            if self.node_id not in replicas or (topic.name, index) in self.partitions:
+            key = (topic.name, index)
+            if self.node_id not in replicas or key in self.partitions:
                 continue
-            log = self.log_manager.get_or_create_log(topic.name, index, config)
-            log.producer_state.expiration_ms = self.config.producer_id_expiration_ms
-            if read_partition_metadata(log.directory) != topic.topic_id:
-                write_partition_metadata(log.directory, topic.topic_id)
-            self.partitions[(topic.name, index)] = Partition(
-                topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
-                node_id=self.node_id, replicas=list(replicas), on_data=self._on_data)
+            if defer:
+                self._unopened[key] = topic
+            else:
+                self._open_partition(topic, index, config)
+        if self._unopened:
+            self._unopened_added.set()
+
+    def _open_partition(self, topic: Topic, index: int, config: LogConfig) -> Partition:
+        log = self.log_manager.get_or_create_log(topic.name, index, config)
+        log.producer_state.expiration_ms = self.config.producer_id_expiration_ms
+        if read_partition_metadata(log.directory) != topic.topic_id:
+            write_partition_metadata(log.directory, topic.topic_id)
+        partition = self.partitions[(topic.name, index)] = Partition(
+            topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
+            node_id=self.node_id, replicas=list(topic.partitions[index]),
+            on_data=self._on_data)
+        return partition
+
+    def _open_unopened(self, key: tuple[str, int]) -> Partition | None:
+        topic = self._unopened.pop(key, None)
+        if topic is None:
+            return None
+        return self._open_partition(topic, key[1], self.log_config_for(topic.name))
+
+    def open_deferred_partitions(self) -> None:
+        """Create every deferred partition's log now (for answers about the logs)."""
+        while self._unopened:
+            self._open_unopened(next(iter(self._unopened)))
+
+    async def _open_deferred(self) -> None:
+        """Create the deferred partitions' logs a few milliseconds' worth at a time."""
+        while True:
+            await self._unopened_added.wait()
+            self._unopened_added = trio.Event()
+            while self._unopened:
+                deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
+                while self._unopened and trio.current_time() < deadline:
+                    key = next(iter(self._unopened))
+                    try:
+                        self._open_unopened(key)
+                    except Exception:
+                        logger.exception("cannot create the log of %s-%d", *key)
+                await trio.sleep(0)
 
     def open_replica(self, topic: str, index: int, topic_id: uuid.UUID, replicas: list[int]
                      ) -> Partition:
@@ -216,7 +267,12 @@ class Broker:
         if self.cluster is not None:
             return self.cluster.partition_view(topic, index)
         partition = self.partitions.get((topic, index))
-        return partition.view() if partition is not None else None
+        if partition is not None:
+            return partition.view()
+        unopened = self._unopened.get((topic, index))
+        # What the Partition will say once opened: this broker leads, alone in the ISR.
+        return (PartitionView(self.node_id, 0, unopened.partitions[index], (self.node_id,))
+                if unopened is not None else None)
 
     def live_brokers(self) -> list[BrokerInfo]:
         return self.store.brokers()
@@ -227,6 +283,8 @@ class Broker:
         return self.cluster.cache.controller_id if self.cluster is not None else self.node_id
 
     def close_partitions(self, name: str) -> None:
+        for key in [k for k in self._unopened if k[0] == name]:
+            del self._unopened[key]
         for key in [k for k in self.partitions if k[0] == name]:
             del self.partitions[key]
             self.log_manager.delete_log(*key)
@@ -262,7 +320,7 @@ class Broker:
                                         assignment=assignment, configs=configs,
                                         validate_only=validate_only)
         if not validate_only:
-            self.open_partitions(topic)
+            self.open_partitions(topic, defer=True)
         return topic
 
     # --- requests -----------------------------------------------------------------------
@@ -413,7 +471,7 @@ class Broker:
         topic = await self.store.create_partitions(name, total, assignment,
                                              validate_only=validate_only)
         if not validate_only:
-            self.open_partitions(topic)
+            self.open_partitions(topic, defer=True)
         return topic
 
     async def alter_topic_configs(self, name: str, set: Mapping[str, str],

@@ -85,8 +85,36 @@ async def test_single_broker_changes_invalidate(broker: Broker) -> None:
     again = (await answer(broker, topics=["b"])).topics[0]
     assert again.topic_id != first_id and len(again.partitions) == 2
     # A partition this broker stops hosting is reported without a leader.
+    broker.open_deferred_partitions()
     del broker.partitions[("a", 1)]
     assert layout(await answer(broker))["a"][1] == (1, LEADER_NOT_AVAILABLE, -1, [0], [])
+
+
+async def test_created_partitions_open_later_or_on_demand(broker: Broker) -> None:
+    """CreateTopics answers before the logs exist; Metadata already reports what the
+    partitions will say once open, the first request for one opens it, and the
+    background task opens the rest."""
+    topic = await broker.create_topic("d", 40)
+    unopened = {p: broker.partition_view("d", p) for p in range(40)}
+    assert broker.partition("d", 7) is not None
+    assert broker.log_manager.get_log("d", 7) is not None
+    with trio.fail_after(10):
+        while len([k for k in broker.partitions if k[0] == "d"]) < 40:
+            await trio.sleep(0.01)
+    assert {p: broker.partition_view("d", p) for p in range(40)} == unopened
+    for p in range(40):
+        directory = broker.log_manager.get_log("d", p).directory
+        assert (directory / "partition.metadata").exists(), p
+    assert broker.partition("d", 3).topic_id == topic.topic_id
+
+
+async def test_deleted_before_opening(broker: Broker) -> None:
+    await broker.create_topic("e", 30)
+    await broker.delete_topic("e")
+    await broker.create_topic("e", 2)
+    broker.open_deferred_partitions()
+    assert sorted(k for k in broker.partitions if k[0] == "e") == [("e", 0), ("e", 1)]
+    assert layout(await answer(broker))["e"] == [(0, 0, 0, [0], [0]), (1, 0, 0, [0], [0])]
 
 
 class FakeClusterBroker:
