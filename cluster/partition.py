@@ -49,6 +49,15 @@ class PartitionMap(dict[tuple[str, int], "Partition"]):
         self._changed()
         super().__setitem__(key, value)
 
+    def put_same_view(self, key: tuple[str, int], value: Partition,
+                      reported: PartitionView | None) -> None:
+        """Add ``value`` without a new generation if it says exactly what was
+        ``reported`` for ``key`` while it was not here."""
+        if value.view() == reported:
+            super().__setitem__(key, value)
+        else:
+            self[key] = value
+
     def __delitem__(self, key: tuple[str, int]) -> None:
         self._changed()
         super().__delitem__(key)

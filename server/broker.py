@@ -62,7 +62,7 @@ HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_of
 # Served only in a cluster (zookeeper.connect set).
 CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
 # How long the background creation of deferred partitions holds the event loop at a time.
-DEFERRED_OPEN_SLICE_S = 0.005
+DEFERRED_OPEN_SLICE_S = 0.002
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
                                 for key, handler in module.HANDLERS.items()}
 
@@ -157,22 +157,26 @@ class Broker:
         if self._unopened:
             self._unopened_added.set()
 
-    def _open_partition(self, topic: Topic, index: int, config: LogConfig) -> Partition:
+    def _open_partition(self, topic: Topic, index: int, config: LogConfig,
+                        reported: PartitionView | None = None) -> Partition:
         log = self.log_manager.get_or_create_log(topic.name, index, config)
         log.producer_state.expiration_ms = self.config.producer_id_expiration_ms
         if read_partition_metadata(log.directory) != topic.topic_id:
             write_partition_metadata(log.directory, topic.topic_id)
-        partition = self.partitions[(topic.name, index)] = Partition(
+        partition = Partition(
             topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
             node_id=self.node_id, replicas=list(topic.partitions[index]),
             on_data=self._on_data)
+        # Metadata answers cached while it was pending stay valid if it says the same.
+        self.partitions.put_same_view((topic.name, index), partition, reported)
         return partition
 
     def _open_unopened(self, key: tuple[str, int]) -> Partition | None:
+        reported = self.partition_view(*key)
         topic = self._unopened.pop(key, None)
         if topic is None:
             return None
-        return self._open_partition(topic, key[1], self.log_config_for(topic.name))
+        return self._open_partition(topic, key[1], self.log_config_for(topic.name), reported)
 
     def open_deferred_partitions(self) -> None:
         """Create every deferred partition's log now (for answers about the logs)."""

@@ -16,7 +16,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from josefk.cluster.controller_requests import PartitionInfo, UpdateMetadata
 from josefk.cluster.metadata import BrokerInfo, Topic
 from josefk.cluster.metadata_cache import MetadataCache
-from josefk.cluster.partition import PartitionView
+from josefk.cluster.partition import PartitionMap, PartitionView
 from josefk.protocol.header import RequestHeader
 from josefk.protocol.messages import Request
 from josefk.protocol.versions import SUPPORTED_VERSIONS
@@ -96,12 +96,15 @@ async def test_created_partitions_open_later_or_on_demand(broker: Broker) -> Non
     background task opens the rest."""
     topic = await broker.create_topic("d", 40)
     unopened = {p: broker.partition_view("d", p) for p in range(40)}
+    generation = broker.partitions.generation
     assert broker.partition("d", 7) is not None
     assert broker.log_manager.get_log("d", 7) is not None
     with trio.fail_after(10):
         while len([k for k in broker.partitions if k[0] == "d"]) < 40:
             await trio.sleep(0.01)
     assert {p: broker.partition_view("d", p) for p in range(40)} == unopened
+    # Opening them changed no answer, so cached Metadata bytes stay valid.
+    assert broker.partitions.generation == generation
     for p in range(40):
         directory = broker.log_manager.get_log("d", p).directory
         assert (directory / "partition.metadata").exists(), p
@@ -184,3 +187,34 @@ def test_cache_keys() -> None:
     assert cache.get(12, Topic.of("t", topic.topic_id, [[0], [0]]), key) is None
     cache.keep_only(12, [])
     assert cache.get(12, topic, key) is None
+
+
+def test_partition_map_generation() -> None:
+    partitions = PartitionMap()
+    one: Any = SimpleNamespace(view=lambda: PartitionView(0, 0, (0,), (0,)))
+    seen = [partitions.generation]
+
+    def changed() -> bool:
+        seen.append(partitions.generation)
+        return seen[-1] != seen[-2]
+
+    partitions[("t", 0)] = one
+    assert changed()
+    partitions.put_same_view(("t", 1), one, PartitionView(0, 0, (0,), (0,)))
+    assert not changed()
+    partitions.put_same_view(("t", 2), one, PartitionView(0, 1, (0,), (0,)))
+    assert changed()
+    partitions.put_same_view(("t", 3), one, None)
+    assert changed()
+    del partitions[("t", 0)]
+    assert changed()
+    partitions.pop(("t", 1))
+    assert changed()
+    partitions.setdefault(("t", 4), one)
+    assert changed()
+    partitions.update({("t", 5): one})
+    assert changed()
+    partitions.popitem()
+    assert changed()
+    partitions.clear()
+    assert changed()
