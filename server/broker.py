@@ -180,23 +180,25 @@ class Broker:
 
     def open_deferred_partitions(self) -> None:
         """Create every deferred partition's log now (for answers about the logs)."""
-        while self._unopened:
-            self._open_unopened(next(iter(self._unopened)))
+        for key in list(self._unopened):
+            self._open_unopened(key)
 
     async def _open_deferred(self) -> None:
         """Create the deferred partitions' logs a few milliseconds' worth at a time."""
         while True:
             await self._unopened_added.wait()
             self._unopened_added = trio.Event()
-            while self._unopened:
-                deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
-                while self._unopened and trio.current_time() < deadline:
-                    key = next(iter(self._unopened))
-                    try:
-                        self._open_unopened(key)
-                    except Exception:
-                        logger.exception("cannot create the log of %s-%d", *key)
-                await trio.sleep(0)
+            deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
+            # A snapshot of the keys: taking the first key of a dict emptied from the
+            # front gets slower with every key removed.
+            for key in list(self._unopened):
+                if trio.current_time() >= deadline:
+                    await trio.sleep(0)
+                    deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
+                try:
+                    self._open_unopened(key)
+                except Exception:
+                    logger.exception("cannot create the log of %s-%d", *key)
 
     def open_replica(self, topic: str, index: int, topic_id: uuid.UUID, replicas: list[int]
                      ) -> Partition:
