@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import trio
+import trio.testing
 
 from josefk.cluster.group_coordinator import GroupCoordinator
 from josefk.cluster.group_records import OFFSETS_TOPIC
@@ -184,7 +185,8 @@ class Broker:
             self._open_unopened(key)
 
     async def _open_deferred(self) -> None:
-        """Create the deferred partitions' logs a few milliseconds' worth at a time."""
+        """Create the deferred partitions' logs a few milliseconds' worth at a time,
+        whenever the event loop has nothing else to do."""
         while True:
             await self._unopened_added.wait()
             self._unopened_added = trio.Event()
@@ -193,7 +195,9 @@ class Broker:
             # front gets slower with every key removed.
             for key in list(self._unopened):
                 if trio.current_time() >= deadline:
-                    await trio.sleep(0)
+                    # Idle priority: resume only once no other task can run, so requests
+                    # wait for at most one slice (trio.testing's helper is plain trio).
+                    await trio.testing.wait_all_tasks_blocked()
                     deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
                 try:
                     self._open_unopened(key)
