@@ -510,6 +510,7 @@ class LocalMetadataStore(PlanningStore):
         self.broker = broker
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        self._lines: dict[str, tuple[Topic, str]] = {}
         loaded = _load(self.path)
         if loaded is None:
             self._cluster_id = cluster_id or kafka_uuid_str(random_kafka_uuid())
@@ -578,7 +579,7 @@ class LocalMetadataStore(PlanningStore):
 
     def _commit(self, topics: dict[str, Topic]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, _dump(self._cluster_id, topics))
+        write_atomic(self.path, _dump(self._cluster_id, topics, self._lines))
         self._topics = topics
         self._by_id = {t.topic_id: t for t in topics.values()}
 
@@ -597,18 +598,29 @@ def _place(brokers: Sequence[BrokerInfo], num_partitions: int, replication_facto
                            racks={b.node_id: b.rack for b in brokers})
 
 
-def _dump(cluster_id: str, topics: Mapping[str, Topic]) -> bytes:
-    doc = {
-        "version": METADATA_FILE_VERSION,
-        "cluster_id": cluster_id,
-        "topics": [
-            {"name": t.name, "topic_id": kafka_uuid_str(t.topic_id),
-             "partitions": [list(r) for r in t.replicas],
-             "configs": dict(sorted(t.configs.items()))}
-            for t in sorted(topics.values(), key=lambda t: t.name)
-        ],
-    }
-    return (json.dumps(doc, indent=1) + "\n").encode()
+def _dump(cluster_id: str, topics: Mapping[str, Topic],
+          cache: dict[str, tuple[Topic, str]] | None = None) -> bytes:
+    """The file's bytes: a JSON document with one topic per line. ``cache`` keeps each
+    topic's line (topics are immutable), so a change re-encodes only the topics it
+    touched, not every partition of every topic."""
+    cache = {} if cache is None else cache
+    lines = []
+    for name in sorted(topics):
+        topic = topics[name]
+        cached = cache.get(name)
+        if cached is None or cached[0] is not topic:
+            cached = cache[name] = (topic, _topic_json(topic))
+        lines.append(cached[1])
+    for name in [n for n in cache if n not in topics]:
+        del cache[name]
+    head = json.dumps({"version": METADATA_FILE_VERSION, "cluster_id": cluster_id})[:-1]
+    return (head + ', "topics": [\n' + ",\n".join(lines) + "\n]}\n").encode()
+
+
+def _topic_json(t: Topic) -> str:
+    return json.dumps({"name": t.name, "topic_id": kafka_uuid_str(t.topic_id),
+                       "partitions": [list(r) for r in t.replicas],
+                       "configs": dict(sorted(t.configs.items()))})
 
 
 def _load(path: Path) -> tuple[str, dict[str, Topic]] | None:

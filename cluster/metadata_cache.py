@@ -20,7 +20,8 @@ TP = tuple[str, int]
 
 
 class MetadataCache:
-    """What the last UpdateMetadata said; `changed` wakes anyone waiting for news."""
+    """What the last UpdateMetadata said; `changed` wakes anyone waiting for news;
+    ``generation`` grows with every update (answers cached from it are stale then)."""
 
     def __init__(self) -> None:
         self.controller_id = -1
@@ -29,6 +30,7 @@ class MetadataCache:
         self.partitions: dict[TP, PartitionInfo] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
         self._changed = trio.Event()
+        self.generation = 0
 
     def update(self, request: UpdateMetadata) -> list[TP]:
         """Apply an UpdateMetadata; returns the partitions it deleted."""
@@ -47,6 +49,7 @@ class MetadataCache:
         for topic in {tp[0] for tp in deleted}:
             if not any(tp[0] == topic for tp in self.partitions):
                 self.topic_ids.pop(topic, None)
+        self.generation += 1
         self._notify()
         return deleted
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from josefk.log.log import AppendInfo, Log
 from josefk.protocol.error_codes import (
@@ -33,6 +34,53 @@ class PartitionView:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline: tuple[int, ...] = ()
+
+
+class PartitionMap(dict[tuple[str, int], "Partition"]):
+    """The partitions a broker hosts, by (topic, index); ``generation`` grows with every
+    change, so cached answers built from them (Metadata) know when they are stale."""
+
+    generation = 0
+
+    def _changed(self) -> None:
+        self.generation += 1
+
+    def __setitem__(self, key: tuple[str, int], value: Partition) -> None:
+        self._changed()
+        super().__setitem__(key, value)
+
+    def put_same_view(self, key: tuple[str, int], value: Partition,
+                      reported: PartitionView | None) -> None:
+        """Add ``value`` without a new generation if it says exactly what was
+        ``reported`` for ``key`` while it was not here."""
+        if value.view() == reported:
+            super().__setitem__(key, value)
+        else:
+            self[key] = value
+
+    def __delitem__(self, key: tuple[str, int]) -> None:
+        self._changed()
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:
+        self._changed()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[tuple[str, int], Partition]:
+        self._changed()
+        return super().popitem()
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().update(*args, **kwargs)
+
+    def setdefault(self, key: tuple[str, int], default: Any = None) -> Any:
+        self._changed()
+        return super().setdefault(key, default)
 
 
 @dataclass

@@ -21,8 +21,12 @@ class CorruptCheckpointError(ValueError):
 
 
 def write_atomic(path: Path, data: bytes, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file
-    (without ``sync`` only once the caller has synced the file system)."""
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file.
+
+    ``sync=False`` skips the fsyncs of the file and its directory: the file is then
+    whole if present but may be missing (or, after a crash, empty) — for files rebuilt
+    from elsewhere whenever they are wrong, or made durable by the caller (shutdown:
+    one syncfs)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

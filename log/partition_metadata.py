@@ -74,8 +74,13 @@ def encode_partition_metadata(topic_id: uuid.UUID) -> bytes:
 
 
 def write_partition_metadata(dir: Path, topic_id: uuid.UUID) -> None:
-    """Atomically write ``dir/partition.metadata`` for ``topic_id``."""
-    write_atomic(dir / PARTITION_METADATA_FILE, encode_partition_metadata(topic_id))
+    """Atomically write ``dir/partition.metadata`` for ``topic_id``, without waiting for
+    the disk: the topic id's durable home is the cluster metadata, and whoever opens
+    the partition checks this file against it and rewrites it when missing, corrupt
+    or wrong. (Kafka too keeps creation off the disk's critical path: it records the
+    id and fsyncs the file later, from its scheduler.)"""
+    write_atomic(dir / PARTITION_METADATA_FILE, encode_partition_metadata(topic_id),
+                 sync=False)
 
 
 def decode_partition_metadata(text: str) -> uuid.UUID:

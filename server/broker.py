@@ -9,11 +9,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import trio
+import trio.testing
 
 from josefk.cluster.group_coordinator import GroupCoordinator
 from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
-from josefk.cluster.partition import Partition, PartitionView
+from josefk.cluster.partition import Partition, PartitionMap, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.cluster.txn_log import TopicPartition
 from josefk.cluster.txn_service import TxnService
@@ -68,6 +69,8 @@ HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_of
                    transactions, txn_offsets]
 # Served only in a cluster (zookeeper.connect set).
 CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
+# How long the background creation of deferred partitions holds the event loop at a time.
+DEFERRED_OPEN_SLICE_S = 0.002
 HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
                                 for key, handler in module.HANDLERS.items()}
 
@@ -100,7 +103,10 @@ class Broker:
                 validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
                 cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor)
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions = PartitionMap()
+        # Created partitions whose logs are not open yet (open_partitions(defer=True)).
+        self._unopened: dict[tuple[str, int], Topic] = {}
+        self._unopened_added = trio.Event()
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache(
@@ -127,6 +133,7 @@ class Broker:
         self.log_cleaner = LogCleanerService(self)
         self.startup_hooks.insert(0, self.log_cleaner.startup)
         self.background_tasks.append(self.log_cleaner.run)
+        self.background_tasks.append(self._open_deferred)
 
     # --- topics and partitions ----------------------------------------------------
 
@@ -134,29 +141,82 @@ class Broker:
         return self.config.log_config(self.store.topic_configs(topic))
 
     def partition(self, topic: str, index: int) -> Partition | None:
-        return self.partitions.get((topic, index))
+        partition = self.partitions.get((topic, index))
+        if partition is None and self._unopened:
+            partition = self._open_unopened((topic, index))
+        return partition
 
     def topic_name_for_id(self, topic_id: uuid.UUID) -> str | None:
         topic = self.store.get_by_id(topic_id)
         return topic.name if topic else None
 
-    def open_partitions(self, topic: Topic) -> None:
+    def open_partitions(self, topic: Topic, *, defer: bool = False) -> None:
         """Create or load the logs of every partition of ``topic`` placed on this broker
-        (a single broker; in a cluster, the controller's LeaderAndIsr does it)."""
+        (a single broker; in a cluster, the controller's LeaderAndIsr does it).
+
+        With ``defer`` the partitions are only noted: `_open_deferred` creates their
+        logs in the background, and the first request for one (`partition`) creates
+        it on the spot. So CreateTopics answers once the metadata is written, as
+        Kafka's does (its brokers create the logs after the controller commits)."""
         if self.cluster is not None:
             return
         config = self.log_config_for(topic.name)
         for index, replicas in topic.partitions.items():
-            if self.node_id not in replicas or (topic.name, index) in self.partitions:
+            key = (topic.name, index)
+            if self.node_id not in replicas or key in self.partitions:
                 continue
-            log = self.log_manager.get_or_create_log(topic.name, index, config)
-            log.producer_state.expiration_ms = self.config.producer_id_expiration_ms
-            if read_partition_metadata(log.directory) != topic.topic_id:
-                write_partition_metadata(log.directory, topic.topic_id)
-            self.partitions[(topic.name, index)] = Partition(
-                topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
-                node_id=self.node_id, replicas=list(replicas), on_data=self._on_data,
-                on_append=self.on_partition_append)
+            if defer:
+                self._unopened[key] = topic
+            else:
+                self._open_partition(topic, index, config)
+        if self._unopened:
+            self._unopened_added.set()
+
+    def _open_partition(self, topic: Topic, index: int, config: LogConfig,
+                        reported: PartitionView | None = None) -> Partition:
+        log = self.log_manager.get_or_create_log(topic.name, index, config)
+        log.producer_state.expiration_ms = self.config.producer_id_expiration_ms
+        if read_partition_metadata(log.directory) != topic.topic_id:
+            write_partition_metadata(log.directory, topic.topic_id)
+        partition = Partition(
+            topic=topic.name, index=index, topic_id=topic.topic_id, log=log,
+            node_id=self.node_id, replicas=list(topic.partitions[index]),
+            on_data=self._on_data, on_append=self.on_partition_append)
+        # Metadata answers cached while it was pending stay valid if it says the same.
+        self.partitions.put_same_view((topic.name, index), partition, reported)
+        return partition
+
+    def _open_unopened(self, key: tuple[str, int]) -> Partition | None:
+        reported = self.partition_view(*key)
+        topic = self._unopened.pop(key, None)
+        if topic is None:
+            return None
+        return self._open_partition(topic, key[1], self.log_config_for(topic.name), reported)
+
+    def open_deferred_partitions(self) -> None:
+        """Create every deferred partition's log now (for answers about the logs)."""
+        for key in list(self._unopened):
+            self._open_unopened(key)
+
+    async def _open_deferred(self) -> None:
+        """Create the deferred partitions' logs a few milliseconds' worth at a time,
+        whenever the event loop has nothing else to do."""
+        while True:
+            await self._unopened_added.wait()
+            self._unopened_added = trio.Event()
+            deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
+            # A snapshot of the keys: taking the first key of a dict emptied from the
+            # front gets slower with every key removed.
+            for key in list(self._unopened):
+                if trio.current_time() >= deadline:
+                    # Idle priority: resume only once no other task can run, so requests
+                    # wait for at most one slice (trio.testing's helper is plain trio).
+                    await trio.testing.wait_all_tasks_blocked()
+                    deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
+                try:
+                    self._open_unopened(key)
+                except Exception:
+                    logger.exception("cannot create the log of %s-%d", *key)
 
     def open_replica(self, topic: str, index: int, topic_id: uuid.UUID, replicas: list[int]
                      ) -> Partition:
@@ -231,7 +291,12 @@ class Broker:
         if self.cluster is not None:
             return self.cluster.partition_view(topic, index)
         partition = self.partitions.get((topic, index))
-        return partition.view() if partition is not None else None
+        if partition is not None:
+            return partition.view()
+        unopened = self._unopened.get((topic, index))
+        # What the Partition will say once opened: this broker leads, alone in the ISR.
+        return (PartitionView(self.node_id, 0, unopened.partitions[index], (self.node_id,))
+                if unopened is not None else None)
 
     def live_brokers(self) -> list[BrokerInfo]:
         return self.store.brokers()
@@ -242,6 +307,8 @@ class Broker:
         return self.cluster.cache.controller_id if self.cluster is not None else self.node_id
 
     def close_partitions(self, name: str) -> None:
+        for key in [k for k in self._unopened if k[0] == name]:
+            del self._unopened[key]
         for key in [k for k in self.partitions if k[0] == name]:
             del self.partitions[key]
             self.log_manager.delete_log(*key)
@@ -281,7 +348,7 @@ class Broker:
                                         assignment=assignment, configs=configs,
                                         validate_only=validate_only)
         if not validate_only:
-            self.open_partitions(topic)
+            self.open_partitions(topic, defer=True)
         return topic
 
     # --- requests -----------------------------------------------------------------------
@@ -480,7 +547,7 @@ class Broker:
         topic = await self.store.create_partitions(name, total, assignment,
                                              validate_only=validate_only)
         if not validate_only:
-            self.open_partitions(topic)
+            self.open_partitions(topic, defer=True)
         return topic
 
     async def alter_topic_configs(self, name: str, set: Mapping[str, str],

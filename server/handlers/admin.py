@@ -320,6 +320,7 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response
     body = request.body
     wanted = None if body.topics is None else {
         (t.topic, p) for t in body.topics for p in t.partitions}
+    broker.open_deferred_partitions()
     manager = broker.log_manager
     results = []
     for log_dir in manager.log_dirs:

@@ -1,14 +1,24 @@
-"""Metadata: brokers, controller, topics and their partitions' leaders."""
+"""Metadata: brokers, controller, topics and their partitions' leaders.
+
+Each topic's part of the response is encoded once per api version and kept in a
+`TopicBytesCache` until something it depends on changes: the topic itself (its id,
+partitions, replicas), the set of live brokers, or the broker's metadata generation
+(`metadata_generation`: in a cluster, every UpdateMetadata; on a single broker, every
+partition opened or closed). A full Metadata response is then a join of cached bytes.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.metadata import MetadataResponse
 
 from josefk.cluster.metadata import ClusterError, Topic
+from josefk.protocol import metadata_response as wire
 from josefk.protocol.error_codes import (
     LEADER_NOT_AVAILABLE,
     UNKNOWN_TOPIC_ID,
@@ -23,74 +33,138 @@ if TYPE_CHECKING:
 ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
-BrokerResp = MetadataResponse.MetadataResponseBroker
-TopicResp = MetadataResponse.MetadataResponseTopic
-PartitionResp = TopicResp.MetadataResponsePartition
+# What a topic's encoded bytes depend on besides the topic: (generation, live broker ids).
+_Key = tuple[int, frozenset[int]]
+
+
+@dataclass(slots=True)
+class _Entry:
+    topic: Topic
+    key: _Key
+    data: bytes
+
+
+class TopicBytesCache:
+    """Encoded MetadataResponseTopic bytes per api version and topic name."""
+
+    def __init__(self) -> None:
+        self._by_version: dict[int, dict[str, _Entry]] = {}
+
+    def get(self, version: int, topic: Topic, key: _Key) -> bytes | None:
+        entry = self._by_version.get(version, {}).get(topic.name)
+        if entry is None or entry.key != key:
+            return None
+        # Topics are immutable: a store that hands out the same object has not changed it.
+        if entry.topic is not topic and entry.topic != topic:
+            return None
+        return entry.data
+
+    def put(self, version: int, topic: Topic, key: _Key, data: bytes) -> None:
+        self._by_version.setdefault(version, {})[topic.name] = _Entry(topic, key, data)
+
+    def forget(self, name: str) -> None:
+        for entries in self._by_version.values():
+            entries.pop(name, None)
+
+    def keep_only(self, version: int, names: Iterable[str]) -> None:
+        """Drop the entries of ``version`` for topics not in ``names`` (deleted ones)."""
+        entries = self._by_version.get(version, {})
+        self._by_version[version] = {n: e for n in names if (e := entries.get(n)) is not None}
+
+
+_caches: weakref.WeakKeyDictionary[Broker, TopicBytesCache] = weakref.WeakKeyDictionary()
+
+
+def topic_cache(broker: Broker) -> TopicBytesCache:
+    cache = _caches.get(broker)
+    if cache is None:
+        cache = _caches[broker] = TopicBytesCache()
+    return cache
+
+
+def metadata_generation(broker: Broker) -> int:
+    """Changes whenever any partition's leader, epoch, replicas or ISR as reported by
+    `Broker.partition_view` may have changed."""
+    if broker.cluster is not None:
+        return broker.cluster.cache.generation
+    return broker.partitions.generation
 
 
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
+    cache = topic_cache(broker)
     if body.topics is None:
-        live = {b.node_id for b in broker.live_brokers()}
-        topics = [_describe(broker, t, live) for t in sorted(broker.store.topics(),
-                                                               key=lambda t: t.name)]
+        topics = sorted(broker.store.topics(), key=lambda t: t.name)
+        key = _key(broker)
+        encoded = [_encoded(broker, cache, version, t, key) for t in topics]
+        cache.keep_only(version, (t.name for t in topics))
     else:
-        topics = [await _requested(broker, t.name, getattr(t, "topic_id", None), allow_create)
-                  for t in body.topics]
-    return {
-        "throttle_time_ms": 0,
-        "brokers": [BrokerResp(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-                    for b in broker.live_brokers()],
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id,
-        "topics": topics,
-        "error_code": 0,
-    }
+        encoded = [await _requested(broker, cache, version, t.name,
+                                    getattr(t, "topic_id", None), allow_create)
+                   for t in body.topics]
+    brokers = [wire.BrokerEntry(b.node_id, b.host, b.port, b.rack)
+               for b in broker.live_brokers()]
+    return [wire.encode_response(version, request.correlation_id, brokers, broker.cluster_id,
+                                 broker.controller_id, encoded)]
 
 
-async def _requested(broker: Broker, name: str | None, topic_id: uuid.UUID | None,
-               allow_create: bool) -> Any:
+def _key(broker: Broker) -> _Key:
+    return metadata_generation(broker), frozenset(b.node_id for b in broker.live_brokers())
+
+
+async def _requested(broker: Broker, cache: TopicBytesCache, version: int, name: str | None,
+                     topic_id: uuid.UUID | None, allow_create: bool) -> bytes:
     if not name and topic_id is not None and topic_id != ZERO_UUID:
         topic = broker.store.get_by_id(topic_id)
         if topic is None:
-            return _error(UNKNOWN_TOPIC_ID, None, topic_id)
-        return _describe(broker, topic)
+            return wire.encode_topic(version, UNKNOWN_TOPIC_ID, None, topic_id, False, [])
+        return _encoded(broker, cache, version, topic, _key(broker))
     topic = broker.store.get(name or "")
     if topic is not None:
-        return _describe(broker, topic)
+        return _encoded(broker, cache, version, topic, _key(broker))
+    cache.forget(name or "")
     if not (allow_create and broker.config.auto_create_topics_enable):
-        return _error(UNKNOWN_TOPIC_OR_PARTITION, name)
+        return _error(version, UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        return _describe(broker, await broker.create_topic(name or ""))
+        topic = await broker.create_topic(name or "")
     except ClusterError as e:
-        return _error(e.error_code, name)
+        return _error(version, e.error_code, name)
+    return _encoded(broker, cache, version, topic, _key(broker))
 
 
-def _describe(broker: Broker, topic: Topic, live: set[int] | None = None) -> Any:
-    live = live if live is not None else {b.node_id for b in broker.live_brokers()}
+def _encoded(broker: Broker, cache: TopicBytesCache, version: int, topic: Topic,
+             key: _Key) -> bytes:
+    data = cache.get(version, topic, key)
+    if data is None:
+        data = _describe(broker, version, topic, key[1])
+        cache.put(version, topic, key, data)
+    return data
+
+
+def _describe(broker: Broker, version: int, topic: Topic, live: frozenset[int]) -> bytes:
     partitions = []
     for index, replicas in sorted(topic.partitions.items()):
         view = broker.partition_view(topic.name, index)
+        if view is None:
+            partitions.append(wire.encode_partition(version, LEADER_NOT_AVAILABLE, index, -1,
+                                                    -1, replicas, (), ()))
+            continue
         # As Kafka's metadata cache: a leader that is not a live broker (it just died and
         # the controller has not moved its partitions yet) is reported as none, with
         # LEADER_NOT_AVAILABLE, so clients wait instead of looking for a broker they
         # were not told about.
-        leader = view.leader if view and view.leader in live else -1
-        partitions.append(PartitionResp(
-            error_code=0 if view and leader >= 0 else LEADER_NOT_AVAILABLE,
-            partition_index=index, leader_id=leader,
-            leader_epoch=view.leader_epoch if view else -1, replica_nodes=list(replicas),
-            isr_nodes=list(view.isr) if view else [],
-            offline_replicas=list(view.offline) if view else []))
-    return TopicResp(error_code=0, name=topic.name, topic_id=topic.topic_id,
-                     is_internal=topic.name in INTERNAL_TOPICS, partitions=partitions)
+        leader = view.leader if view.leader in live else -1
+        partitions.append(wire.encode_partition(
+            version, 0 if leader >= 0 else LEADER_NOT_AVAILABLE, index, leader,
+            view.leader_epoch, replicas, view.isr, view.offline))
+    return wire.encode_topic(version, 0, topic.name, topic.topic_id,
+                             topic.name in INTERNAL_TOPICS, partitions)
 
 
-def _error(code: int, name: str | None, topic_id: uuid.UUID | None = None) -> Any:
-    return TopicResp(error_code=code, name=name, topic_id=topic_id or ZERO_UUID,
-                     is_internal=False, partitions=[])
+def _error(version: int, code: int, name: str | None) -> bytes:
+    return wire.encode_topic(version, code, name, ZERO_UUID, False, [])
 
 
 HANDLERS = {ApiKey.Metadata: handle}

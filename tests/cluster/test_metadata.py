@@ -422,6 +422,24 @@ async def test_state_survives_reopening(tmp_path: Path) -> None:
         assert again.get_by_id(t.topic_id) == t
 
 
+async def test_every_change_survives_reopening(tmp_path: Path) -> None:
+    """The file re-encodes only changed topics: each kind of change must still land."""
+    store = open_store(tmp_path)
+    for name in "abcd":
+        await store.create_topic(name, 2, 1)
+    await store.alter_topic_configs("a", {"retention.ms": "5"})
+    await store.create_partitions("b", 4)
+    await store.delete_topic("c")
+    await store.create_topic("e", 1, 1)
+    await store.delete_topic("d")
+    await store.create_topic("d", 3, 1)
+    again = open_store(tmp_path)
+    assert again.topics() == store.topics()
+    assert [(t.name, t.num_partitions) for t in again.topics()] == [
+        ("a", 2), ("b", 4), ("d", 3), ("e", 1)]
+    assert again.get("a").configs == {"retention.ms": "5"}
+
+
 async def test_file_format(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     topic = await store.create_topic("t", 2, 1, configs={"z": "1", "a": "2"})
