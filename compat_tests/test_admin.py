@@ -143,6 +143,24 @@ def test_auto_create_on_produce(broker: Broker, admin: KafkaAdminClient, topic_n
     assert (got.offset, got.value) == (0, b"auto")
 
 
+def test_auto_created_offsets_topic_is_the_internal_one(broker: Broker) -> None:
+    """A Metadata request naming __consumer_offsets (auto-creation allowed, as a
+    librdkafka client asks) creates it as the group coordinator would: with
+    offsets.topic.num.partitions (50) partitions, compacted."""
+    client = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        topic = client.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+        if topic.error is None and topic.partitions or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert topic.error is None and len(topic.partitions) == 50
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = confluent_kafka.admin.ConfigResource("topic", "__consumer_offsets")
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["cleanup.policy"].value == "compact"
+
+
 def test_default_topic_configs(admin: KafkaAdminClient, make_topic: Callable[..., str]) -> None:
     """A topic created without configs reports the broker's (Kafka's) defaults."""
     topic = make_topic()

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
 
+from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.metadata import ClusterError, Topic
+from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC
 from josefk.protocol import metadata_response as wire
 from josefk.protocol.error_codes import (
     LEADER_NOT_AVAILABLE,
@@ -128,10 +130,24 @@ async def _requested(broker: Broker, cache: TopicBytesCache, version: int, name:
     if not (allow_create and broker.config.auto_create_topics_enable):
         return _error(version, UNKNOWN_TOPIC_OR_PARTITION, name)
     try:
-        topic = await broker.create_topic(name or "")
+        topic = await _auto_create(broker, name or "")
     except ClusterError as e:
         return _error(version, e.error_code, name)
+    if topic is None:
+        return _error(version, UNKNOWN_TOPIC_OR_PARTITION, name)
     return _encoded(broker, cache, version, topic, _key(broker))
+
+
+async def _auto_create(broker: Broker, name: str) -> Topic | None:
+    """Kafka's AutoTopicCreationManager: the internal topics get their own partition
+    counts, replication factors and configs, any other topic the broker defaults."""
+    if name == OFFSETS_TOPIC:
+        await broker.group_coordinator.ensure_topic()
+        return broker.store.get(name)
+    if name == TRANSACTION_STATE_TOPIC:
+        await broker.txn_service.ensure_topic()
+        return broker.store.get(name)
+    return await broker.create_topic(name)
 
 
 def _encoded(broker: Broker, cache: TopicBytesCache, version: int, topic: Topic,
