@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -114,7 +115,8 @@ class LogManager:
                           ) -> Log:
         tp = (topic, partition)
         if tp not in self.logs:
-            log_dir = min(self.log_dirs, key=lambda d: sum(v == d for v in self._dir_of.values()))
+            log_dir = self.log_dirs[0] if len(self.log_dirs) == 1 else min(
+                self.log_dirs, key=Counter(self._dir_of.values()).__getitem__)
             self.logs[tp] = Log.open(log_dir / partition_dir_name(topic, partition),
                                      config or self.config_for(topic), clean_shutdown=True)
             self._dir_of[tp] = log_dir
