@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from josefk.protocol.varint import uvarint
+
 FLEXIBLE_VERSION = 9
 MAX_VERSION = 13
 AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
@@ -35,21 +37,12 @@ class BrokerEntry:
     rack: str | None = None
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 # Compact lengths (n + 1) of small arrays, the common case of replica lists.
-_COMPACT_LEN = [_uvarint(n + 1) for n in range(128)]
+_COMPACT_LEN = [uvarint(n + 1) for n in range(128)]
 
 
 def _compact_len(n: int) -> bytes:
-    return _COMPACT_LEN[n] if n < 127 else _uvarint(n + 1)
+    return _COMPACT_LEN[n] if n < 127 else uvarint(n + 1)
 
 
 def _array_len(n: int, flexible: bool) -> bytes:

@@ -27,3 +27,13 @@ def write_varint(value: int, out: bytearray) -> None:
         out.append((v & 0x7F) | 0x80)
         v >>= 7
     out.append(v)
+
+
+def uvarint(value: int) -> bytes:
+    """``value`` (>= 0) as an unsigned varint: the lengths of flexible versions."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

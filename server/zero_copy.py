@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from josefk.protocol.varint import uvarint
+
 SENTINEL_SIZE = 16
 _INT32 = struct.Struct(">i")
 
@@ -39,15 +41,6 @@ Part = bytes | memoryview | FileRegion
 
 def new_sentinel() -> bytes:
     return os.urandom(SENTINEL_SIZE)
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def splice(frame: bytearray, regions: dict[bytes, FileRegion], flexible: bool) -> list[Part]:
