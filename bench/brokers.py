@@ -337,3 +337,15 @@ def process_tree(root: int) -> list[int]:
         out.append(pid)
         todo.extend(children.get(pid, []))
     return out
+
+
+class Progress:
+    """Progress lines stamped with the time since the run began."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic()
+        self.prefix = ""
+
+    def __call__(self, message: str) -> None:
+        elapsed = int(time.monotonic() - self.began)
+        print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {self.prefix}{message}", flush=True)

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import profiling, report
-from bench.brokers import REPO, BrokerError, repo_relative
+from bench.brokers import REPO, BrokerError, Progress, repo_relative
 from bench.cluster_brokers import (
     KAFKA_HEAP_OPTS,
     KAFKA_JVM_PERFORMANCE_OPTS,
@@ -84,7 +84,6 @@ from bench.cluster_workload import (
 from bench.cluster_workload import check as check_offsets
 from bench.cpu import process_name
 from bench.report import cell, fmt
-from bench.run import Progress
 
 RESULTS = REPO / "bench" / "results"
 LABEL = {"josefk": "josefk", "kafka": "Apache Kafka"}

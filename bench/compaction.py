@@ -60,6 +60,7 @@ from bench.brokers import (
     SINGLE_NODE_OVERRIDES,
     BrokerError,
     BrokerProcess,
+    Progress,
     free_port,
     port_open,
     prepare_run,
@@ -96,16 +97,6 @@ logger.oldcleaner.level = info
 logger.runtime.name = org.apache.kafka.coordinator.common.runtime.CoordinatorRuntime
 logger.runtime.level = info
 """
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.began = time.monotonic()
-        self.prefix = ""
-
-    def __call__(self, message: str) -> None:
-        elapsed = int(time.monotonic() - self.began)
-        print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {self.prefix}{message}", flush=True)
 
 
 log = Progress()

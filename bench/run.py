@@ -47,6 +47,7 @@ from bench.brokers import (
     SINGLE_NODE_OVERRIDES,
     BrokerError,
     BrokerProcess,
+    Progress,
     cprofile_command,
     free_port,
     prepare_run,
@@ -60,16 +61,6 @@ ALL_WORKLOADS = (1, 2, 3, 4, 5, 6, 7)
 PROFILED = {"w1": "workload 1: produce 1 KiB, acks=1, linger 5 ms (librdkafka)",
             "w3": "workload 3: 100 B records, linger 0, several producers",
             "w4": "workload 4: consume the big topic from offset 0 (librdkafka)"}
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.began = time.monotonic()
-        self.prefix = ""
-
-    def __call__(self, message: str) -> None:
-        elapsed = int(time.monotonic() - self.began)
-        print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {self.prefix}{message}", flush=True)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -58,6 +58,7 @@ from bench.brokers import (
     SINGLE_NODE_OVERRIDES,
     BrokerError,
     BrokerProcess,
+    Progress,
     port_open,
     prepare_run,
     process_tree,
@@ -80,16 +81,6 @@ FATAL = re.compile(r".*(Too many open files|EMFILE|OutOfMemoryError|Map failed).
 
 class StepError(RuntimeError):
     """A step failed; the message is its reason."""
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.began = time.monotonic()
-        self.prefix = ""
-
-    def __call__(self, message: str) -> None:
-        elapsed = int(time.monotonic() - self.began)
-        print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {self.prefix}{message}", flush=True)
 
 
 log = Progress()
