@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 from bisect import bisect_right
 from pathlib import Path
 
-from josefk.log.checkpoint import CorruptCheckpointError, read_entries, write_entries
+from josefk.log.checkpoint import (
+    CorruptCheckpointError,
+    fsync_dir,
+    read_entries,
+    write_entries,
+)
 
 CHECKPOINT_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -21,6 +27,7 @@ class LeaderEpochCache:
     def __init__(self, directory: Path) -> None:
         self.path = directory / CHECKPOINT_NAME
         self._entries: list[tuple[int, int]] = []
+        self._unsynced = False  # written without an fsync: sync() owes one
         try:
             self._entries = [(int(e), int(o)) for e, o in read_entries(self.path, 2)]
         except (CorruptCheckpointError, ValueError) as e:
@@ -42,7 +49,10 @@ class LeaderEpochCache:
         if self._entries and (epoch <= self.latest_epoch or start_offset < self._entries[-1][1]):
             return
         self._entries.append((epoch, start_offset))
-        self._flush()
+        # An epoch that starts at offset 0 describes no record yet: its file need not be
+        # durable before the records are (Log.flush syncs it first). A new partition's
+        # first leadership then costs no fsync (thousands of partitions are created at once).
+        self._flush(sync=start_offset > 0)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch, as Kafka answers it.
@@ -87,8 +97,24 @@ class LeaderEpochCache:
         self._entries = []
         self._flush()
 
-    def _flush(self) -> None:
-        write_entries(self.path, list(self._entries))
+    def _flush(self, sync: bool = True) -> None:
+        self._unsynced = not sync
+        write_entries(self.path, list(self._entries), sync)
+
+    def sync(self) -> None:
+        """Make a write made without an fsync durable (the log flushes its records)."""
+        if not self._unsynced:
+            return
+        self._unsynced = False
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.path.parent)
 
     def epoch_for(self, offset: int) -> int:
         """The epoch whose leader wrote ``offset`` (-1 if unknown)."""

@@ -665,6 +665,8 @@ class Log(LogTransactions):
             if segment.base_offset >= target and up_to is not None:
                 break
             segment.flush(sync)
+        if sync:
+            self.leader_epochs.sync()
         self.recovery_point = max(self.recovery_point, target)
         if up_to is None:
             self.unflushed_messages = 0

@@ -465,3 +465,27 @@ def test_a_roll_is_flushed_so_a_crash_recovers_only_the_active_segment(
     assert recovered == [active_base]
     assert log.log_end_offset == leo
     log.close()
+
+
+def test_a_new_logs_first_epoch_is_made_durable_by_its_first_flush(
+        make_log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The epoch a new partition starts at offset 0 is written without an fsync; the
+    first flush of records fsyncs it before the recovery point moves past them."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    log = make_log()
+    log.leader_epochs.assign(0, 0)
+    assert not any("leader-epoch-checkpoint" in p for p in synced)
+    log.append_as_leader(build_batch(2), leader_epoch=0)
+    log.flush()
+    assert any("leader-epoch-checkpoint" in p for p in synced)
+    assert log.recovery_point == 2
+    synced.clear()
+    log.leader_epochs.assign(1, 2)  # an epoch over records: synced at once
+    assert any("leader-epoch-checkpoint" in p for p in synced)
