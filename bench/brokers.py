@@ -12,6 +12,7 @@ else is each broker's default. Nothing here times anything except cold start.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import secrets
@@ -21,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
@@ -349,3 +351,13 @@ class Progress:
     def __call__(self, message: str) -> None:
         elapsed = int(time.monotonic() - self.began)
         print(f"[{elapsed // 60:3d}:{elapsed % 60:02d}] {self.prefix}{message}", flush=True)
+
+
+def broker_list(parser: argparse.ArgumentParser, text: str,
+                known: Iterable[str] = ("josefk", "kafka")) -> list[str]:
+    """``--brokers a,b``: the names in order; a parser error for an unknown or none."""
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    unknown = set(names) - set(known)
+    if unknown or not names:
+        parser.error(f"unknown brokers: {sorted(unknown)}")
+    return names

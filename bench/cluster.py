@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import profiling, report
-from bench.brokers import REPO, BrokerError, Progress, repo_relative
+from bench.brokers import REPO, BrokerError, Progress, broker_list, repo_relative
 from bench.cluster_brokers import (
     KAFKA_HEAP_OPTS,
     KAFKA_JVM_PERFORMANCE_OPTS,
@@ -129,10 +129,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.produce_seconds = args.produce_seconds or (90.0 if args.quick else 300.0)
     args.out = args.out or (RESULTS / "cluster" / "quick" if args.quick
                             else RESULTS / "cluster")
-    args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    unknown = set(args.broker_list) - set(LABEL)
-    if unknown or not args.broker_list:
-        parser.error(f"unknown brokers: {sorted(unknown)}")
+    args.broker_list = broker_list(parser, args.brokers, LABEL)
     if args.mib < 1 or args.rounds < 1:
         parser.error("--mib and --rounds must be positive")
     return args

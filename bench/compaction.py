@@ -61,6 +61,7 @@ from bench.brokers import (
     BrokerError,
     BrokerProcess,
     Progress,
+    broker_list,
     free_port,
     port_open,
     prepare_run,
@@ -800,9 +801,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.clean_mib = args.clean_mib or (32 if args.quick else 256)
     args.commits = args.commits or (100_000 if args.quick else 1_000_000)
     args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
-    args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    if set(args.broker_list) - {"josefk", "kafka"} or not args.broker_list:
-        parser.error("brokers are josefk and kafka")
+    args.broker_list = broker_list(parser, args.brokers)
     return args
 
 

@@ -49,6 +49,7 @@ from bench.brokers import (
     REPO,
     SINGLE_NODE_OVERRIDES,
     BrokerProcess,
+    broker_list,
     prepare_run,
 )
 
@@ -305,9 +306,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.warmup = args.warmup if args.warmup is not None else (2.0 if quick else 5.0)
     args.seconds = args.seconds or (5.0 if quick else 20.0)
     args.out = args.out or (RESULTS / "quick" if quick else RESULTS)
-    args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    if set(args.broker_list) - {"josefk", "kafka"} or not args.broker_list:
-        parser.error("brokers are josefk and kafka")
+    args.broker_list = broker_list(parser, args.brokers)
     return args
 
 

@@ -48,6 +48,7 @@ from bench.brokers import (
     BrokerError,
     BrokerProcess,
     Progress,
+    broker_list,
     cprofile_command,
     free_port,
     prepare_run,
@@ -95,10 +96,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
     args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     args.workload_set = {int(w) for w in args.workloads.split(",") if w.strip()}
-    args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    unknown = set(args.broker_list) - {"josefk", "kafka"}
-    if unknown or not args.broker_list:
-        parser.error(f"unknown brokers: {sorted(unknown)}")
+    args.broker_list = broker_list(parser, args.brokers)
     if not args.workload_set <= set(ALL_WORKLOADS):
         parser.error("workloads are 1 to 7")
     return args

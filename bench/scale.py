@@ -59,6 +59,7 @@ from bench.brokers import (
     BrokerError,
     BrokerProcess,
     Progress,
+    broker_list,
     port_open,
     prepare_run,
     process_tree,
@@ -546,9 +547,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.messages = 50_000 if args.quick else 300_000
     args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     args.dims = {d.strip() for d in args.dims.split(",") if d.strip()}
-    args.broker_list = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    if set(args.broker_list) - {"josefk", "kafka"} or not args.broker_list:
-        parser.error("brokers are josefk and kafka")
+    args.broker_list = broker_list(parser, args.brokers)
     if args.dims - {"partitions", "biglog"} or not args.dims:
         parser.error("dimensions are partitions and biglog")
     return args
