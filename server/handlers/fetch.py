@@ -78,6 +78,13 @@ class PartitionRead:
     aborted: list[tuple[int, int]] | None = None  # (producer id, first offset)
     keys: list[Any] = field(default_factory=list)
 
+    def again(self) -> PartitionRead:
+        """The same partition asked the same way, not read yet."""
+        return PartitionRead(topic=self.topic, topic_id=self.topic_id, index=self.index,
+                             fetch_offset=self.fetch_offset, max_bytes=self.max_bytes,
+                             leader_epoch=self.leader_epoch,
+                             last_fetched_epoch=self.last_fetched_epoch)
+
     def release(self) -> None:
         if self.region is not None:
             self.region.close()
@@ -133,11 +140,7 @@ def _read_again(broker: Broker, reads: list[PartitionRead], fired: set[Any], rep
                 max_bytes: int, read_committed: bool) -> int:
     """Read anew, in place, the partitions whose key was notified."""
     positions = [i for i, r in enumerate(reads) if _wait_key(r, replica) in fired]
-    fresh = [PartitionRead(topic=reads[i].topic, topic_id=reads[i].topic_id,
-                           index=reads[i].index, fetch_offset=reads[i].fetch_offset,
-                           max_bytes=reads[i].max_bytes, leader_epoch=reads[i].leader_epoch,
-                           last_fetched_epoch=reads[i].last_fetched_epoch)
-             for i in positions]
+    fresh = [reads[i].again() for i in positions]
     total = _read_all(broker, fresh, max_bytes, read_committed, replica)
     for i, r in zip(positions, fresh, strict=True):
         reads[i] = r
