@@ -84,14 +84,40 @@ class PartitionMap(dict[tuple[str, int], "Partition"]):
 
 
 @dataclass
+class FetchClock:
+    """When a follower's fetch session last fetched (see `FollowerState.at_end_of`)."""
+
+    ms: int = 0
+
+
+@dataclass
 class FollowerState:
     """What the leader knows of one follower (Kafka's ``Replica``): its log end offset
-    and when it was last caught up to the leader's log end offset."""
+    and when it was last caught up to the leader's log end offset.
+
+    A follower at our log end in a fetch session is not looked at again until the
+    partition changes; meanwhile it is caught up at every fetch of its session, which
+    ``at_end_of`` (the session's clock) stands for until `settle` records it.
+    """
 
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1
+    at_end_of: FetchClock | None = None
+
+    def caught_up_ms(self) -> int:
+        at_end = self.at_end_of
+        return self.last_caught_up_ms if at_end is None else max(self.last_caught_up_ms,
+                                                                  at_end.ms)
+
+    def settle(self) -> None:
+        """Record the session's last fetch as this follower's, and stop standing for it."""
+        at_end = self.at_end_of
+        if at_end is not None:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, at_end.ms)
+            self.last_fetch_ms = max(self.last_fetch_ms, at_end.ms)
+            self.at_end_of = None
 
 
 @dataclass
@@ -187,6 +213,7 @@ class Partition:
         up means it reached the leader's log end offset, now or as of its previous
         fetch (Kafka's ``Replica.updateFetchState``)."""
         state = self.followers.setdefault(replica, FollowerState())
+        state.settle()
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
             state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
@@ -196,6 +223,22 @@ class Partition:
         state.last_fetch_leader_leo = leo
         state.last_fetch_ms = now_ms
         self.maybe_advance_high_watermark()
+
+    def follower_stays_at_end(self, replica: int, clock: FetchClock) -> bool:
+        """``replica`` has fetched up to our log end offset: let its session's ``clock``
+        stand for its fetches until this partition changes. False if it has not."""
+        state = self.followers.get(replica)
+        if state is None or state.log_end_offset != self.log.log_end_offset:
+            return False
+        state.at_end_of = clock
+        return True
+
+    def settle_follower(self, replica: int) -> None:
+        """The partition changed (or left the session): record the fetches its session's
+        clock stood for."""
+        state = self.followers.get(replica)
+        if state is not None:
+            state.settle()
 
     @property
     def maximal_isr(self) -> set[int]:
@@ -216,7 +259,7 @@ class Partition:
     def replicas_out_of_sync(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """ISR followers not caught up within ``replica.lag.time.max.ms``."""
         return [r for r in self.isr if r != self.node_id
-                and now_ms - self.followers.get(r, FollowerState()).last_caught_up_ms
+                and now_ms - self.followers.get(r, FollowerState()).caught_up_ms()
                 > max_lag_ms]
 
     # --- a follower's own log ---------------------------------------------------------

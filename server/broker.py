@@ -110,7 +110,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
         self.fetch_sessions = FetchSessionCache(
-            config.values["max.incremental.fetch.session.cache.slots"])
+            config.values["max.incremental.fetch.session.cache.slots"], self.purgatory)
         self.cluster_id = self.store.cluster_id
         self.bound_ports: list[int] = []
         self.quotas: ConnectionQuotas | None = None
@@ -513,7 +513,11 @@ class Broker:
             await trio.to_thread.run_sync(log.flush_due)
 
     async def _enforce_retention(self) -> None:
+        starts = {key: p.log.log_start_offset for key, p in self.partitions.items()}
         self.log_manager.enforce_retention()
+        for key, partition in self.partitions.items():
+            if partition.log.log_start_offset != starts[key]:
+                self._on_data(partition)  # a new log start offset for fetch sessions to tell
 
     async def _checkpoint(self) -> None:
         # Offsets are read here, on the event loop; only the file writes go to a thread.

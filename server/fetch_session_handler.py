@@ -23,21 +23,38 @@ class FetchState(NamedTuple):
 
 
 class FetchSessionHandler:
-    """Builds session-aware fetch requests and follows the leader's answers."""
+    """Builds session-aware fetch requests and follows the leader's answers.
+
+    The fetcher says what it wants as it changes (`want`, `drop`), so building a
+    request costs time in proportion to the changes, not to the partitions followed.
+    """
 
     def __init__(self) -> None:
         self.session_id = 0
         self.epoch = INITIAL_EPOCH
+        self.wanted: dict[TP, FetchState] = {}
         self.partitions: dict[TP, FetchState] = {}  # as the leader's session holds them
-        self._next: dict[TP, FetchState] = {}
+        self.in_flight: dict[TP, FetchState] = {}  # what the request in flight fetches
+        self._changed: set[TP] = set()
 
-    def build(self, wanted: dict[TP, FetchState]) -> tuple[dict[TP, FetchState], list[TP]]:
-        """The partitions to send and those to forget, for fetching ``wanted``."""
-        self._next = dict(wanted)
+    def want(self, tp: TP, state: FetchState) -> None:
+        if self.wanted.get(tp) != state:
+            self.wanted[tp] = state
+            self._changed.add(tp)
+
+    def drop(self, tp: TP) -> None:
+        if self.wanted.pop(tp, None) is not None:
+            self._changed.add(tp)
+
+    def build(self) -> tuple[dict[TP, FetchState], list[TP]]:
+        """The partitions to send and those to forget, for fetching what is wanted."""
+        self.in_flight = dict(self.wanted)
+        changed, self._changed = self._changed, set()
         if self.epoch == INITIAL_EPOCH:
-            return dict(wanted), []
-        send = {tp: state for tp, state in wanted.items() if self.partitions.get(tp) != state}
-        forget = [tp for tp in self.partitions if tp not in wanted]
+            return dict(self.wanted), []
+        send = {tp: self.wanted[tp] for tp in changed
+                if tp in self.wanted and self.partitions.get(tp) != self.wanted[tp]}
+        forget = [tp for tp in changed if tp not in self.wanted and tp in self.partitions]
         return send, forget
 
     def on_response(self, error_code: int, session_id: int) -> bool:
@@ -52,10 +69,11 @@ class FetchSessionHandler:
             self.epoch = 1 if session_id else INITIAL_EPOCH
         else:
             self.epoch = 1 if self.epoch == INT32_MAX else self.epoch + 1
-        self.partitions = self._next
+        self.partitions = self.in_flight
         return True
 
     def reset(self) -> None:
+        """Forget the session: the next request is a full one."""
         self.session_id = 0
         self.epoch = INITIAL_EPOCH
         self.partitions = {}

@@ -14,12 +14,21 @@ cache has no slot for them: they fetch every partition each time, as before.
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from josefk.protocol.error_codes import FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+import trio
 
+from josefk.cluster.partition import FetchClock
+from josefk.protocol.error_codes import FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+from josefk.server.purgatory import Purgatory, follower_key
+
+#: A session unused this long belongs to a follower that restarted or moved away (Kafka's
+#: min.incremental.fetch.session.eviction.ms); it goes when a new session is created.
+IDLE_EVICTION_S = 120.0
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 INT32_MAX = (1 << 31) - 1
@@ -52,17 +61,80 @@ class CachedPartition:
         return True
 
 
-@dataclass
+@dataclass(eq=False)
 class FetchSession:
-    """One fetcher's session: its partitions in the order they were added."""
+    """One fetcher's session: its partitions, and which of them the next fetch reads.
+
+    A partition is read when the request names it, when it changed since (new records,
+    a new high watermark or leadership, which the purgatory reports to the session), or
+    when its last read left something to say; a follower that has everything is
+    otherwise left alone. With thousands of partitions per follower, reading each at
+    every fetch cost each replication round time in proportion to every partition the
+    broker leads, changed or not.
+    """
 
     session_id: int
     replica: int
     epoch: int = 1  # the epoch the next incremental request must carry
     partitions: dict[TP, CachedPartition] = field(default_factory=dict)
+    purgatory: Purgatory | None = None
+    dirty: set[TP] = field(default_factory=set)  # what the next fetch reads
+    clock: FetchClock = field(default_factory=FetchClock)
+    _woken: set[TP] = field(default_factory=set)  # new records since the last look
+    _records: trio.Event = field(default_factory=trio.Event)
+    last_used: float = field(default_factory=time.monotonic)
 
     def next_epoch(self) -> None:
         self.epoch = 1 if self.epoch == INT32_MAX else self.epoch + 1
+
+    def put(self, tp: TP, cached: CachedPartition) -> None:
+        if tp not in self.partitions and self.purgatory is not None:
+            self.purgatory.subscribe(_keys(tp), self._notified)
+        self.partitions[tp] = cached
+        self.dirty.add(tp)
+
+    def forget(self, tp: TP) -> bool:
+        if self.partitions.pop(tp, None) is None:
+            return False
+        if self.purgatory is not None:
+            self.purgatory.unsubscribe(_keys(tp), self._notified)
+        self.dirty.discard(tp)
+        return True
+
+    def close(self) -> None:
+        for tp in list(self.partitions):
+            self.forget(tp)
+
+    def _notified(self, key: Hashable) -> None:
+        if len(key) == 3:  # type: ignore[arg-type]  # follower_key: new records
+            tp: TP = key[1:]  # type: ignore[index]
+            self._woken.add(tp)
+            self._records.set()
+        else:
+            tp = key  # type: ignore[assignment]  # (topic, index): the high watermark
+        self.dirty.add(tp)
+
+    def take_dirty(self) -> set[TP]:
+        """What a new fetch reads; from now on changes collect for the next."""
+        dirty, self.dirty = self.dirty, set()
+        self._woken.clear()
+        self._records = trio.Event()
+        return dirty
+
+    async def wait_for_records(self, timeout_s: float) -> set[TP]:
+        """Partitions with new records (or a new leadership) since the last look, waiting
+        up to ``timeout_s`` for one; they are read now, not at the next fetch."""
+        if not self._woken:
+            with trio.move_on_after(timeout_s):
+                await self._records.wait()
+        woken, self._woken = self._woken, set()
+        self._records = trio.Event()
+        self.dirty -= woken
+        return woken
+
+
+def _keys(tp: TP) -> tuple[Hashable, Hashable]:
+    return (tp, follower_key(*tp))
 
 
 class SessionError(Exception):
@@ -77,8 +149,9 @@ class FetchSessionCache:
     """At most ``slots`` sessions (``max.incremental.fetch.session.cache.slots``); the
     least recently used one goes when a new one needs room."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, purgatory: Purgatory | None = None) -> None:
         self.slots = slots
+        self.purgatory = purgatory
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
 
     def __len__(self) -> int:
@@ -89,12 +162,16 @@ class FetchSessionCache:
         """A new session, or None when sessions are disabled (0 slots)."""
         if self.slots <= 0:
             return None
-        while len(self._sessions) >= self.slots:
-            self._sessions.popitem(last=False)
+        now = time.monotonic()
+        while self._sessions and (len(self._sessions) >= self.slots or next(
+                iter(self._sessions.values())).last_used < now - IDLE_EVICTION_S):
+            self._sessions.popitem(last=False)[1].close()
         session_id = 0
         while session_id == 0 or session_id in self._sessions:
             session_id = random.randint(1, INT32_MAX)
-        session = FetchSession(session_id, replica, partitions=partitions)
+        session = FetchSession(session_id, replica, purgatory=self.purgatory)
+        for tp, cached in partitions.items():
+            session.put(tp, cached)
         self._sessions[session_id] = session
         return session
 
@@ -106,8 +183,11 @@ class FetchSessionCache:
         if epoch != session.epoch:
             raise SessionError(INVALID_FETCH_SESSION_EPOCH)
         self._sessions.move_to_end(session_id)
+        session.last_used = time.monotonic()
         session.next_epoch()
         return session
 
     def remove(self, session_id: int) -> None:
-        self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.close()

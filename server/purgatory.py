@@ -8,7 +8,7 @@ waiters watching it. Nothing polls.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 import trio
 
@@ -31,6 +31,25 @@ class Purgatory:
 
     def __init__(self) -> None:
         self._watchers: defaultdict[Hashable, set[_Waiter]] = defaultdict(set)
+        self._subscribers: defaultdict[Hashable, set[Callable[[Hashable], None]]] = (
+            defaultdict(set))
+
+    def subscribe(self, keys: Iterable[Hashable], callback: Callable[[Hashable], None]
+                  ) -> None:
+        """Call ``callback(key)`` at every notification of one of ``keys`` until
+        unsubscribed: a standing watch (a follower's fetch session), where a waiter
+        watches once."""
+        for key in keys:
+            self._subscribers[key].add(callback)
+
+    def unsubscribe(self, keys: Iterable[Hashable], callback: Callable[[Hashable], None]
+                    ) -> None:
+        for key in keys:
+            callbacks = self._subscribers.get(key)
+            if callbacks is not None:
+                callbacks.discard(callback)
+                if not callbacks:
+                    del self._subscribers[key]
 
     async def wait_any(self, keys: Iterable[Hashable], timeout_s: float) -> bool:
         """Wait until one of ``keys`` is notified or the timeout passes; True if notified."""
@@ -60,6 +79,8 @@ class Purgatory:
         for waiter in self._watchers.pop(key, ()):
             waiter.fired.add(key)
             waiter.event.set()
+        for callback in tuple(self._subscribers.get(key, ())):
+            callback(key)
 
     def watching(self, key: Hashable) -> int:
         return len(self._watchers.get(key, ()))

@@ -77,15 +77,24 @@ def whole_batches(records: bytes) -> bytes:
 class _Following:
     truncating: bool = True
     retry_at: float = 0.0
+    since_round: int = 0  # the first fetch round that may carry it
+    partition: Partition | None = None
 
 
 class ReplicaFetcher:
-    """Fetches the partitions this broker follows from one leading broker."""
+    """Fetches the partitions this broker follows from one leading broker.
+
+    Only partitions whose state changed (added, fetched into, truncated, backing off)
+    are looked at again before a round, so a round costs time in proportion to what
+    changed, not to the thousands of partitions a broker may follow.
+    """
 
     def __init__(self, host: ReplicationHost, leader_id: int) -> None:
         self.host = host
         self.leader_id = leader_id
         self.partitions: dict[TP, _Following] = {}
+        self._dirty: set[TP] = set()  # to look at again before the next round
+        self._round_id = 0
         self._changed = trio.Event()
         self.scope = trio.CancelScope()
         values = host.config.values
@@ -98,11 +107,13 @@ class ReplicaFetcher:
         self.session = FetchSessionHandler()
 
     def add(self, tp: TP) -> None:
-        self.partitions[tp] = _Following()
+        self.partitions[tp] = _Following(since_round=self._round_id + 1)
+        self._dirty.add(tp)
         self._wake()
 
     def remove(self, tp: TP) -> None:
-        self.partitions.pop(tp, None)
+        if self.partitions.pop(tp, None) is not None:
+            self._dirty.add(tp)
 
     def _wake(self) -> None:
         self._changed.set()
@@ -112,7 +123,7 @@ class ReplicaFetcher:
         with self.scope:
             peer: PeerConnection | None = None
             while True:
-                if not self.partitions:
+                if not self.partitions and not self._dirty:
                     await self._changed.wait()
                     continue
                 endpoint = self.host.endpoint_of(self.leader_id)
@@ -133,28 +144,41 @@ class ReplicaFetcher:
                     self.session.reset()
                     await trio.sleep(self.backoff_s)
 
-    def _ready(self) -> dict[TP, tuple[_Following, Partition]]:
-        now = trio.current_time()
-        ready = {}
-        for tp, following in list(self.partitions.items()):
-            partition = self.host.partition(*tp)
-            if partition is None or partition.leader_id != self.leader_id:
-                del self.partitions[tp]
-            elif following.retry_at <= now:
-                ready[tp] = (following, partition)
-        return ready
+    def _refresh(self, now: float) -> dict[TP, tuple[_Following, Partition]]:
+        """Bring the session's wanted partitions up to date with the partitions that
+        changed; the partitions to truncate now."""
+        truncating = {}
+        later = set()
+        for tp in self._dirty:
+            following = self.partitions.get(tp)
+            partition = None if following is None else self.host.partition(*tp)
+            if following is None or partition is None or partition.leader_id != self.leader_id:
+                self.partitions.pop(tp, None)
+                self.session.drop(tp)
+                continue
+            following.partition = partition
+            if following.retry_at > now or following.truncating:
+                self.session.drop(tp)
+                later.add(tp)
+                if following.retry_at <= now:
+                    truncating[tp] = (following, partition)
+                continue
+            log = partition.log
+            self.session.want(tp, FetchState(log.log_end_offset, partition.leader_epoch,
+                                             log.leader_epochs.latest_epoch,
+                                             log.log_start_offset))
+        self._dirty = later
+        return truncating
 
     async def _round(self, peer: PeerConnection) -> None:
-        ready = self._ready()
-        if not ready:
-            with trio.move_on_after(self.backoff_s):
-                await self._changed.wait()
-            return
-        truncating = {tp: v for tp, v in ready.items() if v[0].truncating}
+        truncating = self._refresh(trio.current_time())
         if truncating:
             await self._truncate(peer, truncating)
+        elif self.session.wanted:
+            await self._fetch(peer)
         else:
-            await self._fetch(peer, ready)
+            with trio.move_on_after(self.backoff_s):
+                await self._changed.wait()
 
     def _back_off(self, following: _Following) -> None:
         following.retry_at = trio.current_time() + self.backoff_s
@@ -224,13 +248,11 @@ class ReplicaFetcher:
 
     # --- fetching ---------------------------------------------------------------------
 
-    async def _fetch(self, peer: PeerConnection,
-                     partitions: dict[TP, tuple[_Following, Partition]]) -> None:
-        wanted = {tp: FetchState(partition.log.log_end_offset, partition.leader_epoch,
-                                 partition.log.leader_epochs.latest_epoch,
-                                 partition.log.log_start_offset)
-                  for tp, (_, partition) in partitions.items()}
-        send, forget = self.session.build(wanted)
+    async def _fetch(self, peer: PeerConnection) -> None:
+        send, forget = self.session.build()
+        sent = self.session.in_flight
+        self._round_id += 1
+        round_id = self._round_id
         topics: dict[str, list[Any]] = {}
         for (topic, index), state in send.items():
             topics.setdefault(topic, []).append(_FetchTopic.FetchPartition(
@@ -257,16 +279,18 @@ class ReplicaFetcher:
         for topic in response.responses:
             for data in topic.partitions:
                 tp = (topic.topic, data.partition_index)
-                entry = partitions.get(tp)
-                if entry is None:
+                state = sent.get(tp)
+                following = self.partitions.get(tp)
+                if state is None or following is None or following.since_round > round_id:
                     continue
-                following, partition = entry
-                fetch_offset, leader_epoch = wanted[tp][:2]
+                partition = following.partition
+                assert partition is not None  # set before it was wanted
                 # The records start at the fetch offset: appended anywhere else (the log
                 # was truncated meanwhile) they would leave a hole or overlap.
-                if (self._unchanged(tp, following, partition, leader_epoch)
-                        and partition.log.log_end_offset == fetch_offset):
+                if (self._unchanged(tp, following, partition, state.leader_epoch)
+                        and partition.log.log_end_offset == state.fetch_offset):
                     self._process(partition, following, data)
+                    self._dirty.add(tp)
 
     def _process(self, partition: Partition, following: _Following, data: Any) -> None:
         if data.error_code == OFFSET_OUT_OF_RANGE:

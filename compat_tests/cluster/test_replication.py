@@ -6,7 +6,7 @@
 - min.insync.replicas refuses acks=all writes (NOT_ENOUGH_REPLICAS) with too few
   replicas in sync, while acks=1 still works;
 - a SIGSTOPped follower leaves the ISR after replica.lag.time.max.ms, and rejoins
-  once it runs again and has caught up;
+  once it runs again and has caught up, while followers of idle partitions stay;
 - a stale leader restarted after an unclean election truncates its divergent tail
   and ends with exactly the new leader's log;
 - a consumer group resumes from its committed offsets once its coordinator's broker
@@ -566,6 +566,32 @@ def test_paused_follower_leaves_isr_and_rejoins(cluster: Cluster, topic: str) ->
     stream.check_log(log)
     assert len(log) == stream.sent
     wait_replicas_identical(cluster, topic, 1)
+
+
+def test_idle_partitions_keep_their_followers_in_sync(cluster: Cluster, topic: str) -> None:
+    """Followers that have everything stay in the ISR of partitions no one writes to,
+    for many times replica.lag.time.max.ms, and acks=all goes on everywhere."""
+    partitions = 24
+    cluster.create_topic(topic, partitions=partitions, replication_factor=3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap,
+                                         "acks": "all", "linger.ms": 5})
+    failed: list[Any] = []
+
+    def produce_everywhere(tag: str) -> None:
+        for p in range(partitions):
+            producer.produce(topic, f"{tag}-{p}".encode(), partition=p,
+                             on_delivery=lambda err, _msg: err and failed.append(err))
+        assert producer.flush(60) == 0
+        assert not failed, failed[:5]
+
+    produce_everywhere("before")
+    time.sleep(3 * REPLICA_LAG_MS / 1000)
+    shrunk = {p: state["isr"] for p in range(partitions)
+              if sorted((state := partition_state(cluster.zk, topic, p))["isr"])
+              != sorted(BROKER_IDS)}
+    assert not shrunk, f"ISRs shrank while idle: {shrunk}"
+    produce_everywhere("after")
+    assert [high_watermark(cluster, topic, p) for p in range(partitions)] == [2] * partitions
 
 
 # --- 4. a stale leader truncates its divergent tail ----------------------------------

@@ -22,9 +22,9 @@ import trio
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
-from josefk.cluster.partition import PartitionError
+from josefk.cluster.partition import FetchClock, PartitionError
 from josefk.log.errors import StorageError
-from josefk.log.log import OffsetOutOfRangeError
+from josefk.log.log import OffsetOutOfRangeError, now_ms
 from josefk.protocol.error_codes import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
@@ -102,9 +102,11 @@ async def handle(broker: Broker, request: Request) -> Response:
         session = _session(broker, body, version, replica)
     except SessionError as e:
         return _encode(request, [], error_code=e.error_code)
+    if session is not None:
+        return await _fetch_in_session(broker, request, session, replica, deadline, max_bytes)
+
     def read_all() -> tuple[list[PartitionRead], int]:
-        reads = (_requested(broker, body, version) if session is None
-                 else _session_reads(session))
+        reads = _requested(broker, body, version)
         return reads, _read_all(broker, reads, max_bytes, read_committed, replica)
 
     reads, total = read_all()
@@ -126,9 +128,7 @@ async def handle(broker: Broker, request: Request) -> Response:
             reads, total = read_all()
             if not fired:
                 break
-    if session is None:
-        return _encode(request, reads)
-    return _encode(request, _answer_in_session(session, reads), session.session_id)
+    return _encode(request, reads)
 
 
 def _wait_key(r: PartitionRead, replica: int) -> Any:
@@ -147,6 +147,9 @@ def _read_again(broker: Broker, reads: list[PartitionRead], fired: set[Any], rep
     return total
 
 
+# --- a follower's fetch session (KIP-227) -----------------------------------------------
+
+
 def _session(broker: Broker, body: Any, version: int, replica: int) -> FetchSession | None:
     """The fetch session this request starts or continues (followers only; KIP-227)."""
     if version < 7 or replica < 0:
@@ -161,25 +164,34 @@ def _session(broker: Broker, body: Any, version: int, replica: int) -> FetchSess
     else:
         session = sessions.lookup(body.session_id, body.session_epoch, replica)
     if session is not None:
-        _update_session(session, _requested(broker, body, version),
+        _update_session(broker, session, _requested(broker, body, version),
                         _forgotten(broker, body, version))
     return session
 
 
-def _update_session(session: FetchSession, reads: list[PartitionRead], forgotten: list[TP]
-                    ) -> None:
+def _update_session(broker: Broker, session: FetchSession, reads: list[PartitionRead],
+                    forgotten: list[TP]) -> None:
     for r in reads:
         if r.topic is None:
             continue  # an unknown topic id cannot be followed
-        cached = session.partitions.get((r.topic, r.index))
+        tp = (r.topic, r.index)
+        cached = session.partitions.get(tp)
         if cached is None:
-            session.partitions[(r.topic, r.index)] = CachedPartition(
-                r.fetch_offset, r.max_bytes, r.leader_epoch, r.last_fetched_epoch, r.topic_id)
+            cached = CachedPartition(r.fetch_offset, r.max_bytes, r.leader_epoch,
+                                     r.last_fetched_epoch, r.topic_id)
         else:
             cached.fetch_offset, cached.max_bytes = r.fetch_offset, r.max_bytes
             cached.leader_epoch, cached.last_fetched_epoch = r.leader_epoch, r.last_fetched_epoch
+        session.put(tp, cached)
     for tp in forgotten:
-        session.partitions.pop(tp, None)
+        if session.forget(tp):
+            _settle(broker, tp, session.replica)
+
+
+def _settle(broker: Broker, tp: TP, replica: int) -> None:
+    partition = broker.partitions.get(tp)
+    if partition is not None:
+        partition.settle_follower(replica)
 
 
 def _forgotten(broker: Broker, body: Any, version: int) -> list[TP]:
@@ -190,25 +202,81 @@ def _forgotten(broker: Broker, body: Any, version: int) -> list[TP]:
     return forgotten
 
 
-def _session_reads(session: FetchSession) -> list[PartitionRead]:
-    return [PartitionRead(topic=topic, topic_id=c.topic_id, index=index,
-                          fetch_offset=c.fetch_offset, max_bytes=c.max_bytes,
-                          leader_epoch=c.leader_epoch, last_fetched_epoch=c.last_fetched_epoch)
-            for (topic, index), c in session.partitions.items()]
+async def _fetch_in_session(broker: Broker, request: Request, session: FetchSession,
+                            replica: int, deadline: float, max_bytes: int) -> Response:
+    """Read what changed in the session's partitions; long-poll for new records."""
+    min_bytes = request.body.min_bytes
+    tps = session.take_dirty()
+    # Their followers' standing state ends at the session's previous fetch...
+    for tp in tps:
+        _settle(broker, tp, replica)
+    session.clock.ms = now_ms()  # ...and at this one, for every partition left alone.
+    reads = _session_reads(session, tps)
+    total = _read_all(broker, reads, max_bytes, False, replica)
+    while total < min_bytes and session.partitions and not any(r.error_code for r in reads):
+        remaining = deadline - trio.current_time()
+        if remaining <= 0:
+            break
+        woken = await session.wait_for_records(remaining)
+        if not woken:
+            break
+        if total:  # more to read than what was read: read it all again
+            for r in reads:
+                r.release()
+            woken |= {(r.topic, r.index) for r in reads}  # type: ignore[misc]
+            reads, total = [], 0
+        fresh = _session_reads(session, woken)
+        total += _read_all(broker, fresh, max_bytes - total, False, replica)
+        by_tp = {(r.topic, r.index): r for r in reads}
+        by_tp.update({(r.topic, r.index): r for r in fresh})
+        reads = list(by_tp.values())
+    return _encode(request, _answer_in_session(broker, session, reads, replica),
+                   session.session_id)
 
 
-def _answer_in_session(session: FetchSession, reads: list[PartitionRead]
-                       ) -> list[PartitionRead]:
+def _session_reads(session: FetchSession, tps: set[TP]) -> list[PartitionRead]:
+    reads = []
+    for tp in tps:
+        c = session.partitions.get(tp)
+        if c is not None:
+            reads.append(PartitionRead(
+                topic=tp[0], topic_id=c.topic_id, index=tp[1], fetch_offset=c.fetch_offset,
+                max_bytes=c.max_bytes, leader_epoch=c.leader_epoch,
+                last_fetched_epoch=c.last_fetched_epoch))
+    return reads
+
+
+def _answer_in_session(broker: Broker, session: FetchSession, reads: list[PartitionRead],
+                       replica: int) -> list[PartitionRead]:
     """What an answer in a session carries: partitions with records, an error, a
-    diverging epoch, or offsets the fetcher has not been told yet."""
+    diverging epoch, or offsets the fetcher has not been told yet. Those with more to
+    say stay to be read at the next fetch."""
     answer = []
     for r in reads:
-        cached = session.partitions[(r.topic, r.index)]  # type: ignore[index]
+        tp: TP = (r.topic, r.index)  # type: ignore[assignment]
+        cached = session.partitions.get(tp)
+        if cached is None:
+            continue
         changed = cached.changed(r.high_watermark, r.last_stable_offset, r.log_start_offset)
-        if (changed or r.region is not None or r.records or r.error_code
-                or r.diverging_epoch is not None):
+        quiet = (r.region is None and not r.records and not r.error_code
+                 and r.diverging_epoch is None)
+        if changed or not quiet:
             answer.append(r)
+        if not (quiet and _stays_at_end(broker, tp, r, replica, session.clock)):
+            session.dirty.add(tp)
     return answer
+
+
+def _stays_at_end(broker: Broker, tp: TP, r: PartitionRead, replica: int,
+                  clock: FetchClock) -> bool:
+    """Nothing more to read for this follower: it is in the ISR and fetched from our
+    log end offset (the answer tells it our offsets). Until the partition changes, its
+    session's clock stands for its fetches. The last stable offset needs no watch: it
+    moves only with the log end offset, the high watermark or the log start offset."""
+    partition = broker.partitions.get(tp)
+    return (partition is not None and partition.is_leader and replica in partition.isr
+            and r.fetch_offset == partition.log.log_end_offset
+            and partition.follower_stays_at_end(replica, clock))
 
 
 def _replica_id(body: Any, version: int) -> int:

@@ -79,6 +79,7 @@ def delete_records(broker: Broker, topic: str, index: int, offset: int) -> tuple
     except OffsetOutOfRangeError as e:
         logger.info("DeleteRecords on %s-%d: %s", topic, index, e)
         return INVALID_LOW_WATERMARK, OFFSET_OUT_OF_RANGE
+    broker.on_partition_data(partition)  # a new log start offset for fetch sessions to tell
     return log.log_start_offset, NONE
 
 

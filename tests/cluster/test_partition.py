@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from josefk.cluster.partition import Partition
+from josefk.cluster.partition import FetchClock, Partition
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
 
@@ -73,3 +73,36 @@ def test_caught_up_means_reaching_the_leaders_end(tmp_path: Path) -> None:
     assert p.followers[2].last_caught_up_ms == 450
     assert p.replicas_out_of_sync(now_ms=500, max_lag_ms=100) == [3]
     assert p.replicas_out_of_sync(now_ms=600, max_lag_ms=100) == [2, 3]
+
+
+def test_a_follower_left_alone_at_the_end_stays_caught_up_with_its_session(
+    tmp_path: Path,
+) -> None:
+    """A fetch session does not read a partition whose follower has everything; the
+    session's clock stands for that follower's fetches until the partition changes."""
+    p = leader(tmp_path, [1, 2, 3])
+    p.append_records(build_batch(4, BASE_TS), required_acks=1)
+    p.record_follower_fetch(2, 4, now_ms=100)
+    clock = FetchClock(ms=100)
+    assert p.follower_stays_at_end(2, clock)
+    assert not p.follower_stays_at_end(3, clock)  # never fetched: it must be read
+    clock.ms = 900  # the session fetched again and again, never reading this partition
+    assert p.replicas_out_of_sync(now_ms=950, max_lag_ms=100) == [3]
+    clock.ms = 1_000  # the last fetch before an append...
+    p.append_records(build_batch(2, BASE_TS), required_acks=1)  # end 6
+    p.settle_follower(2)  # ...which the session settles before its next fetch
+    clock.ms = 5_000  # the session goes on; this partition is no longer left alone
+    assert p.followers[2].caught_up_ms() == 1_000
+    p.record_follower_fetch(2, 4, now_ms=1_050)  # behind, but where the end was at 1,000
+    assert p.followers[2].last_caught_up_ms == 1_000
+    assert p.replicas_out_of_sync(now_ms=1_200, max_lag_ms=100) == [2, 3]
+
+
+def test_a_follower_that_stops_fetching_is_no_longer_caught_up(tmp_path: Path) -> None:
+    p = leader(tmp_path, [1, 2, 3])
+    p.record_follower_fetch(2, 0, now_ms=100)
+    p.record_follower_fetch(3, 0, now_ms=100)
+    sessions = {2: FetchClock(ms=100), 3: FetchClock(ms=100)}
+    assert all(p.follower_stays_at_end(r, clock) for r, clock in sessions.items())
+    sessions[2].ms = 400  # broker 3 paused: its session's clock stops
+    assert p.replicas_out_of_sync(now_ms=400, max_lag_ms=200) == [3]

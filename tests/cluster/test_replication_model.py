@@ -379,7 +379,7 @@ class ModelBroker:
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
             fetcher = self.fetchers[leader] = ModelFetcher(self, leader)  # type: ignore[arg-type]
-        fetcher.partitions[TP] = _Following()
+        fetcher.add(TP)
 
     def stop(self) -> None:
         for fetcher in self.fetchers.values():
@@ -564,7 +564,8 @@ class ReplicationModel(RuleBasedStateMachine):
         if broker.log.log_end_offset < start:
             note("a follower truncated its log")
         if not following.truncating and self.last_answer_error == NONE:
-            run_now(fetcher._fetch(peer, ready))  # type: ignore[arg-type]
+            fetcher._refresh(now=0.0)
+            run_now(fetcher._fetch(peer))  # type: ignore[arg-type]
 
     def settle_produces(self) -> None:
         """Answer the acks=all produces whose offsets the high watermark passed, as
