@@ -125,6 +125,12 @@ SCALE ?= 1
 bench-scale: $(BENCH) kafka-jars
 	$(BIN)/python -m bench.scale --scale $(SCALE) $(ARGS)
 
+## The same partition figures for three brokers, replication factor 3, acks=all, against
+## three Apache Kafka 3.9.1 brokers in ZooKeeper mode (10, 1,000, 10,000 partitions x SCALE).
+.PHONY: bench-scale-cluster
+bench-scale-cluster: $(BENCH) zookeeper-jars kafka39-jars
+	$(BIN)/python -m bench.scale --cluster --scale $(SCALE) $(ARGS)
+
 ## Storage engine throughput against a plain os.write loop (1 GiB).
 bench-log: install
 	$(BIN)/python bench/log_append.py

@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.scale --quick          # smoke: 10 and 1,000 partitions; 200 MiB
     .venv/bin/python -m bench.scale --scale 0.2 --brokers kafka
     .venv/bin/python -m bench.scale --report bench/results/scale/results.json
+    .venv/bin/python -m bench.scale --cluster        # three brokers, RF 3, acks=all
 
 The brokers of bench/brokers.py (josefk ``serve``; Kafka one KRaft node from
 tools/kafka/start-kraft.sh, ``-Xmx1g``), both with ``log.index.size.max.bytes=65536``,
@@ -30,6 +31,11 @@ larger counts.
    values, big batches): start-up after SIGKILL and after a clean stop, spawn to port
    open and to the answer of a fetch at offset 0 of partition 0; VmRSS and descriptors
    then. The data is deleted before the next broker fills its own.
+
+3. ``--cluster``: the partition figures for three brokers, replication factor 3 and
+   acks=all, against three Apache Kafka 3.9.1 brokers in ZooKeeper mode, at 10, 1,000 and
+   10,000 partitions (times ``--scale``); see bench/scale_cluster.py. Results in
+   bench/results/scale/cluster.
 
 Results in ``--out`` (bench/results/scale, bench/results/scale/quick for --quick):
 results.json, results.md (tables with ratios, the machine), one PNG per figure against
@@ -62,13 +68,14 @@ from bench.brokers import (
     broker_list,
     port_open,
     prepare_run,
-    process_tree,
-    status_kib,
 )
+from bench.cluster_brokers import ZooKeeper, broker_config, cluster_available, kafka39_version
+from bench.scale_cluster import ClusterTarget, measured_pid, new_target, process_state
 
 MIB = 1 << 20
 RESULTS = REPO / "bench" / "results" / "scale"
 FULL_PARTITIONS = [10, 1_000, 10_000, 50_000]
+CLUSTER_PARTITIONS = [10, 1_000, 10_000]
 TOPIC_MAX = 2_000  # partitions per topic / CreateTopics request
 MESSAGE_SIZE = 100
 FILL_VALUE = 8 << 10
@@ -90,24 +97,16 @@ log = Progress()
 # --- the broker seen from /proc -----------------------------------------------------------
 
 
-def broker_pid(broker: BrokerProcess) -> int:
-    """The process to measure: the JVM for Kafka (start-kraft.sh execs it), else the root."""
-    if broker.kind == "kafka":
-        for pid in process_tree(broker.pid):
-            with contextlib.suppress(OSError):
-                if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
-                    return pid
-    return broker.pid
+def proc_state(broker: BrokerProcess | ClusterTarget) -> dict[str, Any]:
+    if isinstance(broker, ClusterTarget):
+        return broker.state()
+    return process_state(measured_pid(broker))
 
 
-def proc_state(broker: BrokerProcess) -> dict[str, Any]:
-    pid = broker_pid(broker)
-    try:
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        fds = None
-    return {"pid": pid, "rss_mib": round(status_kib(pid, "VmRSS") / 1024, 1),
-            "hwm_mib": round(status_kib(pid, "VmHWM") / 1024, 1), "fds": fds}
+def listening(broker: BrokerProcess | ClusterTarget) -> bool:
+    if isinstance(broker, ClusterTarget):
+        return broker.listening()
+    return port_open(broker.port, 0.05)
 
 
 class LogWatch:
@@ -282,16 +281,23 @@ class Scale:
         self.logs = args.out / "logs"
         self.work = self.root / "clients"
         self.result: dict[str, Any] = {}
+        self.zookeeper: ZooKeeper | None = None
+        # A cluster's topics have three replicas, written with acks=all.
+        self.replicas, self.acks = (3, "all") if args.cluster else (1, 1)
 
     def timeout(self, partitions: int) -> float:
         return self.args.timeout + self.args.timeout_per_partition * partitions
 
-    def broker(self, kind: str, name: str, **extra: str) -> BrokerProcess:
+    def broker(self, kind: str, name: str, **extra: str) -> Any:
+        """One broker, or with --cluster three (a ClusterTarget)."""
+        if self.zookeeper is not None:
+            return new_target(kind, self.zookeeper, self.root / f"{kind}-{name}", self.logs,
+                              tag=f"-{name}")
         return BrokerProcess(kind, self.root / f"{kind}-{name}", log_path=self.logs /
                              f"{kind}-{name}.log", overrides={**OVERRIDES, **extra})
 
-    def start(self, broker: BrokerProcess) -> float:
-        if broker.kind == "kafka":
+    def start(self, broker: Any) -> float:
+        if broker.kind == "kafka" and isinstance(broker, BrokerProcess):
             broker.format_kafka()
         try:
             return broker.start(self.args.timeout)
@@ -322,14 +328,14 @@ class Scale:
             out["stop_s"] = round(time.monotonic() - began, 3)
             if broker.proc is None and out["stop_s"] >= timeout:
                 out["stop_note"] = f"no exit {timeout:.0f}s after SIGTERM: killed"
-        probe = Client(role, {"bootstrap": broker.bootstrap, "timeout": timeout, **args},
-                       self.work, barrier=True)
+        probe = Client(role, {"bootstrap": broker.bootstrap, "timeout": timeout,
+                              "acks": self.acks, **args}, self.work, barrier=True)
         spawned = broker.spawn()
         probe.go()
         listen: list[float] = []
 
         def tick() -> None:
-            if not listen and port_open(broker.port, 0.05):
+            if not listen and listening(broker):
                 listen.append(time.monotonic() - spawned)
 
         try:
@@ -370,14 +376,15 @@ class Scale:
             if not self.step(into, "start", lambda: {"ready_s": round(self.start(broker), 3)}):
                 return f"did not start at {n:,} partitions"
             if not self.step(into, "create", lambda: self.client(
-                    broker, "create", timeout, topics=topics)):
+                    broker, "create", timeout, topics=topics,
+                    replication_factor=self.replicas)):
                 return f"failed to create {n:,} partitions: {into['create']['error'][:200]}"
             self.step(into, "metadata", lambda: scale_report.metadata_summary(self.client(
                 broker, "metadata", timeout, calls=args.metadata_calls)))
             messages = max(args.messages, n)
             produced = self.step(into, "produce", lambda: self.client(
                 broker, "produce", timeout, topics=topics, messages=messages,
-                size=MESSAGE_SIZE))
+                size=MESSAGE_SIZE, acks=self.acks))
             if produced:
                 expect = into["produce"]["acked"] + into["produce"]["warm_up"]
                 self.step(into, "fetch", lambda: self.client(
@@ -443,7 +450,9 @@ class Scale:
 
     def run(self) -> int:
         args = self.args
-        if why := prepare_run(args.broker_list, args.out, self.logs, self.root):
+        why = (cluster_available(args.broker_list) if args.cluster else None) or prepare_run(
+            [] if args.cluster else args.broker_list, args.out, self.logs, self.root)
+        if why:
             print(f"cannot start Apache Kafka: {why}", file=sys.stderr)
             return 2
         self.work.mkdir(parents=True, exist_ok=True)
@@ -464,7 +473,11 @@ class Scale:
                        "message_size": MESSAGE_SIZE, "metadata_calls": args.metadata_calls,
                        "timeout": args.timeout,
                        "timeout_per_partition": args.timeout_per_partition,
-                       "overrides_both": {**SINGLE_NODE_OVERRIDES, **OVERRIDES},
+                       "overrides_both": (_cluster_keys() if args.cluster
+                                          else {**SINGLE_NODE_OVERRIDES, **OVERRIDES}),
+                       "brokers": 3 if args.cluster else 1,
+                       "replication_factor": self.replicas, "acks": self.acks,
+                       "kafka_version": kafka39_version() if args.cluster else None,
                        "biglog": {"bytes": segments * SEGMENT_BYTES, "segments": segments,
                                   "partitions": max(1, round(BIGLOG_FULL["partitions"]
                                                              * args.biglog_scale)),
@@ -475,6 +488,9 @@ class Scale:
             f"{', '.join(f'{n:,}' for n in args.partition_list)}; big log "
             f"{self.result['config']['biglog']}; data in {self.root}")
         try:
+            if args.cluster:
+                self.zookeeper = ZooKeeper(self.root / "zookeeper", self.logs / "zookeeper.log")
+                self.zookeeper.start()
             for n in args.partition_list if "partitions" in args.dims else []:
                 row = self.result["partitions"].setdefault(str(n), {})
                 for kind in args.broker_list:
@@ -494,6 +510,8 @@ class Scale:
         finally:
             for client in list(Client.live):  # in their own sessions: Ctrl-C missed them
                 client.kill()
+            if self.zookeeper is not None:
+                self.zookeeper.stop()
             log.prefix = ""
             self.result["finished"] = report.now_iso()
             machine["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -506,9 +524,20 @@ class Scale:
         return 0
 
 
+def _cluster_keys() -> dict[str, str]:
+    """The configuration both clusters' brokers get (bench/cluster_brokers.py)."""
+    keys = broker_config(1, 0, Path("-"), "zookeeper")
+    return {k: v for k, v in keys.items() if k not in ("broker.id", "listeners", "log.dirs",
+                                                      "zookeeper.connect")}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cluster", action="store_true",
+                        help="three brokers with replication factor 3 and acks=all (Kafka "
+                             "3.9.1 in ZooKeeper mode); partitions only, default 10, 1,000 "
+                             "and 10,000 times --scale")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: 10 and 1,000 partitions, a 200 MiB big log")
     parser.add_argument("--scale", type=float, default=1.0,
@@ -540,13 +569,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     elif args.quick:
         args.partition_list = [10, 1_000]
     else:
-        args.partition_list = sorted({max(1, round(n * args.scale)) for n in FULL_PARTITIONS})
+        full = CLUSTER_PARTITIONS if args.cluster else FULL_PARTITIONS
+        args.partition_list = sorted({max(1, round(n * args.scale)) for n in full})
     if args.biglog_scale is None:
         args.biglog_scale = 0.01 if args.quick else args.scale
     if args.messages is None:
         args.messages = 50_000 if args.quick else 300_000
-    args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
+    results = RESULTS / "cluster" if args.cluster else RESULTS
+    args.out = args.out or (results / "quick" if args.quick else results)
     args.dims = {d.strip() for d in args.dims.split(",") if d.strip()}
+    if args.cluster:
+        args.dims = {"partitions"}
     args.broker_list = broker_list(parser, args.brokers)
     if args.dims - {"partitions", "biglog"} or not args.dims:
         parser.error("dimensions are partitions and biglog")

@@ -13,11 +13,11 @@ Roles:
 - ``create``: first (untimed) ``__consumer_offsets``, which the consumers below would
   have the broker create anyway; then one CreateTopics request per topic (``topics``:
   [[name, partitions]]), all in flight together, and full Metadata until every
-  partition has a leader.
+  partition has a leader (and ``replication_factor`` replicas in sync).
 - ``metadata``: ``calls`` full-metadata requests (``list_topics()``), one at a time.
 - ``produce``: one message to every partition (``first_write_s``), then ``messages``
-  values of ``size`` bytes round-robin over every partition, acks=1, until all are
-  acknowledged (the throughput).
+  values of ``size`` bytes round-robin over every partition, ``acks`` (default 1),
+  until all are acknowledged (the throughput).
 - ``fetch``: assign every partition from the beginning, read ``expect`` messages.
 - ``probe-produce``: one message to every partition, re-sent after an error, until each
   partition has acknowledged one (start-up: first ack everywhere).
@@ -64,14 +64,17 @@ def deadline_of(args: dict[str, Any]) -> int:
     return now_ns() + int(float(args["timeout"]) * 1e9)
 
 
-def leaders_ready(admin: AdminClient, topics: list[list[Any]]) -> tuple[int, int]:
-    """(partitions with a leader, partitions expected) in one full Metadata."""
+def leaders_ready(admin: AdminClient, topics: list[list[Any]], replicas: int = 1
+                  ) -> tuple[int, int]:
+    """(partitions with a leader and ``replicas`` in sync, partitions expected) in one
+    full Metadata."""
     meta = admin.list_topics(timeout=60)
     ready = 0
     for name, count in topics:
         t = meta.topics.get(name)
         if t is not None and t.error is None and len(t.partitions) == int(count):
-            ready += sum(1 for p in t.partitions.values() if p.leader >= 0)
+            ready += sum(1 for p in t.partitions.values()
+                         if p.leader >= 0 and len(p.isrs) >= replicas)
     return ready, sum(int(c) for _, c in topics)
 
 
@@ -102,8 +105,9 @@ def create(args: dict[str, Any]) -> dict[str, Any]:
     # Every consumer below would make the broker create it mid-measure: first, untimed.
     offsets_s = offsets_topic(admin, args["bootstrap"], timeout)
     config = {k: str(v) for k, v in args.get("config", {}).items()}
+    replicas = int(args.get("replication_factor", 1))
     start = now_ns()
-    futures = [admin.create_topics([NewTopic(name, int(count), 1, config=config)],
+    futures = [admin.create_topics([NewTopic(name, int(count), replicas, config=config)],
                                    operation_timeout=timeout, request_timeout=timeout)[name]
                for name, count in args["topics"]]
     for future in futures:
@@ -113,11 +117,12 @@ def create(args: dict[str, Any]) -> dict[str, Any]:
     polls = 0
     while True:
         polls += 1
-        ready, total = leaders_ready(admin, args["topics"])
+        ready, total = leaders_ready(admin, args["topics"], replicas)
         if ready == total:
             break
         if now_ns() > deadline:
-            raise TimeoutError(f"{ready}/{total} partitions have a leader after {timeout:.0f}s")
+            raise TimeoutError(f"{ready}/{total} partitions have a leader and {replicas} "
+                               f"replica(s) in sync after {timeout:.0f}s")
         time.sleep(0.05)
     end = now_ns()
     return {"partitions": total, "requests_s": (answered - start) / 1e9,
@@ -182,7 +187,7 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     targets = partitions_of(args)
     size, count = int(args["size"]), int(args["messages"])
     deadline = deadline_of(args)
-    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": 1,
+    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
                             "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
                             "queue.buffering.max.kbytes": 1 << 20,
                             "message.timeout.ms": int(float(args["timeout"]) * 1000),
@@ -250,7 +255,7 @@ def fetch(args: dict[str, Any]) -> dict[str, Any]:
 
 def probe_produce(args: dict[str, Any]) -> dict[str, Any]:
     targets = partitions_of(args)
-    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": 1,
+    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
                             "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
                             "message.timeout.ms": 30_000, **QUIET, **NO_AUTO_CREATE})
     acked: dict[tuple[str, int], int] = {}
@@ -324,7 +329,7 @@ def fill(args: dict[str, Any]) -> dict[str, Any]:
     size = int(args["size"])
     count = max(1, int(args["bytes"]) // size)
     deadline = deadline_of(args)
-    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": 1,
+    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
                             "linger.ms": 20, "batch.size": 1 << 20,
                             "queue.buffering.max.kbytes": 1 << 20,
                             "message.timeout.ms": int(float(args["timeout"]) * 1000),

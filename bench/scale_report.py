@@ -162,12 +162,21 @@ def markdown(result: dict[str, Any]) -> str:
     parts = result.get("partitions", {})
     counts = sorted(parts, key=int)
     big = cfg["biglog"]
-    lines = [f"# Cost at scale: josefk vs Apache Kafka ({result['label']})", "",
-             f"Order {' / '.join(cfg['order'])}; both with "
+    acks = cfg.get("acks", 1)
+    lines = [f"# Cost at scale: josefk vs Apache Kafka ({result['label']})", ""]
+    if cfg.get("brokers", 1) > 1:
+        lines += [f"Three brokers of each (Apache Kafka {cfg.get('kafka_version')} in "
+                  "ZooKeeper mode), one ZooKeeper; topics with replication factor "
+                  f"{cfg['replication_factor']}, so every broker hosts a replica of every "
+                  f"partition; produce and restart probes with acks={acks}. Memory is the "
+                  "three brokers' sum, descriptors the most one broker holds; a restart "
+                  "stops or kills all three at once.", ""]
+    lines += [f"Order {' / '.join(cfg['order'])}; both with "
              + ", ".join(f"`{k}={v}`" for k, v in cfg["overrides_both"].items())
              + f". Topics of at most {cfg['topic_max']:,} partitions; {cfg['messages']:,} "
              f"messages of {cfg['message_size']} B (at least one per partition) produced "
-             f"round-robin (acks=1) and fetched back; {cfg['metadata_calls']} full-Metadata "
+             f"round-robin (acks={acks}) and fetched back; {cfg['metadata_calls']} "
+             "full-Metadata "
              "calls. `__consumer_offsets` (50 partitions, untimed) is created first on "
              "both, as the consumers would have it created anyway. Ratio = josefk / Kafka "
              "(see each table for which way is better). "
@@ -299,7 +308,8 @@ def plots(result: dict[str, Any], out: Path) -> list[Path]:
             ax.set_yscale("log")
         ax.set_xlabel("partitions")
         ax.set_ylabel(figs[0].unit)
-        ax.set_title(TITLES.get(name, figs[0].label))
+        acks = result["config"].get("acks", 1)
+        ax.set_title(TITLES.get(name, figs[0].label).replace("acks=1", f"acks={acks}"))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()

@@ -162,9 +162,8 @@ class FetchSessionCache:
         """A new session, or None when sessions are disabled (0 slots)."""
         if self.slots <= 0:
             return None
-        now = time.monotonic()
-        while self._sessions and (len(self._sessions) >= self.slots or next(
-                iter(self._sessions.values())).last_used < now - IDLE_EVICTION_S):
+        self._evict_idle()
+        while len(self._sessions) >= self.slots:
             self._sessions.popitem(last=False)[1].close()
         session_id = 0
         while session_id == 0 or session_id in self._sessions:
@@ -175,8 +174,16 @@ class FetchSessionCache:
         self._sessions[session_id] = session
         return session
 
+    def _evict_idle(self) -> None:
+        """Close the sessions no one used for IDLE_EVICTION_S: they would go on
+        collecting changes for a follower that left them."""
+        oldest_allowed = time.monotonic() - IDLE_EVICTION_S
+        while self._sessions and next(iter(self._sessions.values())).last_used < oldest_allowed:
+            self._sessions.popitem(last=False)[1].close()
+
     def lookup(self, session_id: int, epoch: int, replica: int) -> FetchSession:
         """The session an incremental request continues, its epoch advanced."""
+        self._evict_idle()
         session = self._sessions.get(session_id)
         if session is None or session.replica != replica:
             raise SessionError(FETCH_SESSION_ID_NOT_FOUND)
