@@ -321,6 +321,8 @@ class Scale:
         out: dict[str, Any] = {}
         if how == "kill":
             broker.stop(kill=True)
+            if isinstance(broker, ClusterTarget):
+                out["registrations_gone_s"] = round(broker.wait_unregistered(timeout), 3)
         else:
             self.check(broker)
             began = time.monotonic()

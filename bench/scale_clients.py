@@ -285,6 +285,14 @@ def probe_produce(args: dict[str, Any]) -> dict[str, Any]:
                     break
                 except BufferError:
                     producer.poll(0.01)
+                except ck.KafkaException as exc:
+                    # A cluster's broker just started may not know the topic yet.
+                    if exc.args[0].code() != ck.KafkaError._UNKNOWN_TOPIC:
+                        raise
+                    retry.append((topic, partition))
+                    if len(errors) < 5:
+                        errors.append(str(exc))
+                    break
         producer.poll(0.05)
         if len(acked) == len(targets):
             break

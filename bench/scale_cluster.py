@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.brokers import BrokerProcess, port_open, process_tree, status_kib
+from bench.brokers import BrokerError, BrokerProcess, port_open, process_tree, status_kib
 from bench.cluster_brokers import Cluster, ZooKeeper
 
 
@@ -89,6 +89,25 @@ class ClusterTarget:
         """All three at once (a clean stop of one at a time would move leaderships)."""
         with ThreadPoolExecutor(len(self.brokers)) as pool:
             list(pool.map(lambda b: b.stop(kill=kill, timeout=timeout), self.brokers))
+
+    def wait_unregistered(self, timeout: float) -> float:
+        """Seconds until ZooKeeper has dropped the brokers' registrations: after a SIGKILL
+        their sessions live on for zookeeper.session.timeout.ms, and a broker started
+        meanwhile refuses to start (Kafka's and josefk's "node already exists")."""
+        from kazoo.client import KazooClient
+
+        began = time.monotonic()
+        zk = KazooClient(hosts=self.cluster.zk_connect, timeout=10)
+        zk.start(timeout=10)
+        try:
+            while zk.exists("/brokers/ids") and zk.get_children("/brokers/ids"):
+                if time.monotonic() - began > timeout:
+                    raise BrokerError(f"brokers still registered {timeout:.0f}s after SIGKILL")
+                time.sleep(0.1)
+        finally:
+            zk.stop()
+            zk.close()
+        return time.monotonic() - began
 
     def state(self) -> dict[str, Any]:
         each = [process_state(measured_pid(b)) for b in self.brokers if b.alive()]
