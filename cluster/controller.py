@@ -89,6 +89,43 @@ def _first_leaf(group: BaseException) -> BaseException:
     return group
 
 
+@dataclass(frozen=True)
+class AlterIsr:
+    """One partition of an AlterPartition request."""
+
+    tp: TP
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+    leader_recovery_state: int = 0
+
+
+#: Partition state writes (and reads) the controller keeps in flight at once.
+ZK_PIPELINE = 64
+
+
+async def for_each(items: Iterable[Any], fn: Callable[[Any], Awaitable[None]],
+                   limit: int = ZK_PIPELINE) -> None:
+    """``await fn(item)`` for every item, up to ``limit`` at a time. Each partition's state
+    is a znode of its own: written one after another, 10,000 partitions cost 10,000
+    ZooKeeper round trips in sequence; pipelined, as Kafka's controller sends them
+    (asynchronously, all at once), a fraction of that. ``fn`` touches only its own
+    item's state. A ControllerMovedError among the failures is what is raised."""
+    limiter = trio.CapacityLimiter(limit)
+
+    async def one(item: Any) -> None:
+        async with limiter:
+            await fn(item)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for item in items:
+                nursery.start_soon(one, item)
+    except BaseExceptionGroup as group:
+        moved, _ = group.split(ControllerMovedError)
+        raise _first_leaf(moved if moved is not None else group) from None
+
+
 class Controller(TopicDeletion, Reassignment):
     """The controller's work while this broker holds ``/controller`` at ``epoch``."""
 
@@ -273,13 +310,17 @@ class Controller(TopicDeletion, Reassignment):
             return None
         assignment = TopicAssignment.decode(topic, data)
         self.ctx.set_topic(topic, assignment)
-        for p, replicas in assignment.partitions.items():
-            tp = (topic, p)
+
+        async def read_state(p: int) -> None:
             try:
                 data, stat = await self.zk.get(zn.partition_state_path(topic, p))
-                self.ctx.leader_isr[tp] = LeaderIsr.decode(data, stat.version)
+                self.ctx.leader_isr[(topic, p)] = LeaderIsr.decode(data, stat.version)
             except NoNodeError:
                 pass
+
+        await for_each(assignment.partitions, read_state)
+        for p, replicas in assignment.partitions.items():
+            tp = (topic, p)
             if assignment.adding.get(p) or assignment.removing.get(p):
                 # A reassignment was in flight: the target is the union minus the removed.
                 removing = set(assignment.removing.get(p, ()))
@@ -311,14 +352,16 @@ class Controller(TopicDeletion, Reassignment):
         ctx = self.ctx
         batch = self._batch()
         results: dict[TP, int] = {}
-        for tp in partitions:
+
+        async def elect(tp: TP) -> None:
             if tp not in ctx.assignments:
                 results[tp] = UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if ctx.partition_states.get(tp) is PartitionState.NEW or tp not in ctx.leader_isr:
+            elif ctx.partition_states.get(tp) is PartitionState.NEW or tp not in ctx.leader_isr:
                 results[tp] = await self._initialize(tp, batch)
-                continue
-            results[tp] = await self._elect_one(tp, kind, batch)
+            else:
+                results[tp] = await self._elect_one(tp, kind, batch)
+
+        await for_each(partitions, elect)
         batch.send()
         return results
 
@@ -427,20 +470,23 @@ class Controller(TopicDeletion, Reassignment):
         ISR never becomes empty: its last member stays, so that the partition can come
         back without an unclean election when that replica returns."""
         ctx = self.ctx
-        for tp in partitions:
+
+        async def remove(tp: TP) -> None:
             for _ in range(3):
                 li = ctx.leader_isr.get(tp)
                 if li is None or li.leader in brokers:
-                    break
+                    return
                 isr = tuple(b for b in li.isr if b not in brokers) or li.isr[-1:]
                 if isr == li.isr:
-                    break
+                    return
                 new = LeaderIsr(li.leader, li.leader_epoch + 1, isr, ctx.epoch,
                                 li.leader_recovery_state)
                 if await self._write_leader_isr(tp, new) is not None:
                     batch.leader_and_isr([b for b in ctx.assignments[tp] if b in ctx.brokers
                                           and b not in brokers], tp)
-                    break
+                    return
+
+        await for_each(partitions, remove)
 
     # --- broker membership ---------------------------------------------------------------
 
@@ -636,7 +682,51 @@ class Controller(TopicDeletion, Reassignment):
                               partition_epoch: int, leader_recovery_state: int
                               ) -> tuple[int, LeaderIsr | None]:
         """A leader's ISR change (KIP-497): checked against the partition epoch."""
+        answers = await self.alter_partitions(broker_id, broker_epoch, [AlterIsr(
+            tp, leader_epoch, new_isr, partition_epoch, leader_recovery_state)])
+        return answers[tp]
+
+    async def alter_partitions(self, broker_id: int, broker_epoch: int,
+                               changes: list[AlterIsr]
+                               ) -> dict[TP, tuple[int, LeaderIsr | None]]:
+        """One AlterPartition request: each change checked, the accepted ones written
+        together and announced in one UpdateMetadata (after a broker fails, its
+        followers' leaders send thousands at once)."""
+        answers: dict[TP, tuple[int, LeaderIsr | None]] = {}
+        written_tps: list[TP] = []
+
+        async def alter(change: AlterIsr) -> None:
+            refused = self._check_alter(broker_id, broker_epoch, change)
+            if refused is not None:
+                answers[change.tp] = refused
+                return
+            li = self.ctx.leader_isr[change.tp]
+            new = LeaderIsr(li.leader, li.leader_epoch, change.new_isr, self.ctx.epoch,
+                            change.leader_recovery_state)
+            written = await self._write_leader_isr(change.tp, new)
+            if written is None:
+                answers[change.tp] = (INVALID_UPDATE_VERSION, None)
+                return
+            logger.info("controller %d: ISR of %s-%d is now %s (partition epoch %d)",
+                        self.broker_id, *change.tp, list(change.new_isr), written.zk_version)
+            answers[change.tp] = (NONE, written)
+            written_tps.append(change.tp)
+
+        await for_each(changes, alter)
+        if written_tps:
+            batch = self._batch()
+            batch.update_metadata(self.ctx.brokers, written_tps)
+            batch.send()
+        for tp in written_tps:
+            if tp in self.ctx.reassignments:
+                await self._continue_reassignment(tp, self.ctx.reassignments[tp])
+        return answers
+
+    def _check_alter(self, broker_id: int, broker_epoch: int, change: AlterIsr
+                     ) -> tuple[int, LeaderIsr | None] | None:
+        """Kafka's answer to an ISR change that must not be written, or None."""
         ctx = self.ctx
+        tp = change.tp
         registration = ctx.brokers.get(broker_id)
         if registration is None or (broker_epoch != -1 and broker_epoch != registration.epoch):
             return STALE_BROKER_EPOCH, None
@@ -645,31 +735,21 @@ class Controller(TopicDeletion, Reassignment):
         li = ctx.leader_isr[tp]
         if li.leader != broker_id:
             return NOT_CONTROLLER if li.leader == -1 else FENCED_LEADER_EPOCH, None
-        if leader_epoch < li.leader_epoch:
+        if change.leader_epoch < li.leader_epoch:
             return FENCED_LEADER_EPOCH, None
-        if leader_epoch > li.leader_epoch or partition_epoch > li.zk_version:
+        if change.leader_epoch > li.leader_epoch or change.partition_epoch > li.zk_version:
             return NOT_CONTROLLER, None
-        if partition_epoch < li.zk_version:
-            if (new_isr == li.isr and leader_recovery_state == li.leader_recovery_state):
+        if change.partition_epoch < li.zk_version:
+            if (change.new_isr == li.isr
+                    and change.leader_recovery_state == li.leader_recovery_state):
                 return NONE, li
             return INVALID_UPDATE_VERSION, None
-        if any(b not in ctx.live_or_shutting_down or b in ctx.shutting_down for b in new_isr
-               if b not in li.isr):
+        if any(b not in ctx.live_or_shutting_down or b in ctx.shutting_down
+               for b in change.new_isr if b not in li.isr):
             return INELIGIBLE_REPLICA, None
-        if any(b not in ctx.assignments[tp] for b in new_isr):
+        if any(b not in ctx.assignments[tp] for b in change.new_isr):
             return INELIGIBLE_REPLICA, None
-        new = LeaderIsr(li.leader, li.leader_epoch, new_isr, ctx.epoch, leader_recovery_state)
-        written = await self._write_leader_isr(tp, new)
-        if written is None:
-            return INVALID_UPDATE_VERSION, None
-        logger.info("controller %d: ISR of %s-%d is now %s (partition epoch %d)",
-                    self.broker_id, *tp, list(new_isr), written.zk_version)
-        batch = self._batch()
-        batch.update_metadata(ctx.brokers, [tp])
-        batch.send()
-        if tp in ctx.reassignments:
-            await self._continue_reassignment(tp, ctx.reassignments[tp])
-        return NONE, written
+        return None
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int
                                     ) -> tuple[int, int, int]:

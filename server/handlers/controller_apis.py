@@ -16,7 +16,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.controller import Controller, ControllerMovedError
+from josefk.cluster.controller import AlterIsr, Controller, ControllerMovedError
 from josefk.protocol.controller_messages import (
     AlterPartitionResponse,
     ControlledShutdownResponse,
@@ -107,17 +107,20 @@ async def handle_alter_partition(broker: Broker, request: Request) -> Response:
 
     async def work(c: Controller) -> list[Any]:
         names = {topic_id: name for name, topic_id in c.ctx.topic_ids.items()}
+        topic_names = [t.topic_name if version < 2 else names.get(t.topic_id, "")
+                       for t in body.topics]
+        changes = [AlterIsr(
+            (name, p.partition_index), p.leader_epoch,
+            tuple(b.broker_id for b in p.new_isr_with_epochs) if version >= 3
+            else tuple(p.new_isr), p.partition_epoch,
+            getattr(p, "leader_recovery_state", 0) or 0)
+            for name, t in zip(topic_names, body.topics, strict=True) for p in t.partitions]
+        answers = await c.alter_partitions(body.broker_id, body.broker_epoch, changes)
         topics = []
-        for t in body.topics:
-            name = t.topic_name if version < 2 else names.get(t.topic_id, "")
+        for name, t in zip(topic_names, body.topics, strict=True):
             partitions = []
             for p in t.partitions:
-                isr = (tuple(b.broker_id for b in p.new_isr_with_epochs) if version >= 3
-                       else tuple(p.new_isr))
-                error, state = await c.alter_partition(
-                    body.broker_id, body.broker_epoch, (name, p.partition_index),
-                    p.leader_epoch, isr, p.partition_epoch,
-                    getattr(p, "leader_recovery_state", 0) or 0)
+                error, state = answers[(name, p.partition_index)]
                 partitions.append(AlterPartitionResponse.TopicData.PartitionData(
                     partition_index=p.partition_index, error_code=error,
                     leader_id=state.leader if state else -1,

@@ -19,7 +19,12 @@ import trio
 from zk_harness import SessionFactory, wait_for
 
 from josefk.cluster import znodes as zn
-from josefk.cluster.controller import Controller, ControllerConfig, ControllerMovedError
+from josefk.cluster.controller import (
+    Controller,
+    ControllerConfig,
+    ControllerMovedError,
+    for_each,
+)
 from josefk.cluster.controller_requests import (
     ControllerRequest,
     ControllerResponse,
@@ -765,3 +770,50 @@ async def test_failover_keeps_the_last_isr_member_of_an_offline_partition(
                 await trio.sleep(0.05)
         assert (state.leader, state.isr) == (1, (1,))
         nursery.cancel_scope.cancel()
+
+
+async def test_a_fenced_controller_writing_many_partitions_at_once_still_ends_moved(
+    c: Cluster,
+) -> None:
+    """Partition states are written many at a time (for_each); every write fenced at
+    once must still end Controller.run with a bare ControllerMovedError."""
+    await with_topic(c)
+    await c.zk.set(zn.CONTROLLER_EPOCH, zn.encode_controller_epoch(EPOCH + 1))
+    await c.create_topic("wide", {p: (1, 2) for p in range(40)}, uuid.UUID(int=6))
+    await wait_for(lambda: c.outcome, timeout=10)
+    [error] = c.outcome
+    assert isinstance(error, ControllerMovedError), error
+    assert [await c.state("wide", p) for p in range(40)] == [None] * 40
+
+
+async def test_for_each_keeps_a_bounded_number_in_flight() -> None:
+    in_flight, most, done = 0, 0, []
+
+    async def write(item: int) -> None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await trio.sleep(0.01)
+        in_flight -= 1
+        done.append(item)
+
+    await for_each(range(50), write, limit=8)
+    assert sorted(done) == list(range(50)) and most == 8
+
+    released = trio.Event()
+
+    async def fail(item: int, moved: bool = True) -> None:
+        if item == 0:
+            await trio.sleep(0.01)
+            released.set()
+            return
+        await released.wait()  # the others fail together
+        if item % 2 or not moved:
+            raise NoNodeError(str(item))
+        raise ControllerMovedError(str(item))
+
+    with pytest.raises(ControllerMovedError):  # bare, whatever else failed with it
+        await for_each(range(6), fail)
+    released = trio.Event()
+    with pytest.raises(NoNodeError):  # bare too
+        await for_each(range(6), lambda item: fail(item, moved=False))
