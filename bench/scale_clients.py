@@ -99,7 +99,10 @@ def offsets_topic(admin: AdminClient, bootstrap: str, timeout: float) -> float:
 
 
 def create(args: dict[str, Any]) -> dict[str, Any]:
-    admin = AdminClient({"bootstrap.servers": args["bootstrap"], **QUIET, **NO_AUTO_CREATE})
+    # CreateTopics is answered once the partitions exist, which a cluster may take
+    # longer than librdkafka's default socket timeout (60 s; 300 s at most) to finish.
+    admin = AdminClient({"bootstrap.servers": args["bootstrap"], **QUIET, **NO_AUTO_CREATE,
+                         "socket.timeout.ms": min(300_000, int(float(args["timeout"]) * 1000))})
     admin.list_topics(timeout=30)
     timeout = float(args["timeout"])
     # Every consumer below would make the broker create it mid-measure: first, untimed.

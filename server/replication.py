@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 FETCH_VERSION = 12  # by topic name, with last fetched epoch (Kafka 3.9 serves 4-17)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 ALTER_PARTITION_VERSION = 3
+ALTER_PARTITION_RETRY_S = 0.5
 TP = tuple[str, int]
 
 _FetchTopic = FetchRequest.FetchTopic
@@ -385,7 +386,16 @@ class IsrUpdates:
 
     async def _send(self, partition: Partition, new_isr: list[int], leader_epoch: int) -> None:
         try:
-            answer = await self._request(partition, new_isr, leader_epoch)
+            while True:
+                answer = await self._request(partition, new_isr, leader_epoch)
+                if (answer is not None or partition.leader_epoch != leader_epoch
+                        or not partition.is_leader):
+                    break
+                # No answer (no controller, or one too slow): the same change again, as
+                # Kafka's AlterPartitionManager retries. It may have been written; only
+                # this very request learns it (a repeat is answered with the current
+                # state), where a different one would be refused as out of date.
+                await trio.sleep(ALTER_PARTITION_RETRY_S)
         finally:
             if partition.pending_isr == new_isr:
                 partition.pending_isr = None

@@ -71,3 +71,36 @@ async def test_isr_changes_share_alter_partition_requests(tmp_path: Path, monkey
     assert all(p.pending_isr is None for p in partitions)
     for p in partitions:
         p.log.close()
+
+
+async def test_an_unanswered_isr_change_is_sent_again_unchanged(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """A change the controller wrote but whose answer was lost (too slow) must be asked
+    again as it was: a different one, from the old partition epoch, is refused forever."""
+    sent: list[Any] = []
+
+    async def once(endpoint, name, timeout, request, version, what):  # type: ignore[no-untyped-def]
+        sent.append(request)
+        if len(sent) == 1:
+            return None  # timed out
+        [t] = request.topics
+        [p] = t.partitions
+        return SimpleNamespace(error_code=0, topics=[SimpleNamespace(
+            topic_id=t.topic_id, topic_name="", partitions=[SimpleNamespace(
+                partition_index=p.partition_index, error_code=0, leader_id=1,
+                leader_epoch=p.leader_epoch, isr=list(p.new_isr),
+                partition_epoch=p.partition_epoch + 1)])])
+
+    monkeypatch.setattr(replication.PeerConnection, "once", once)
+    monkeypatch.setattr(replication, "ALTER_PARTITION_RETRY_S", 0.01)
+    partition = led(tmp_path, "a", 0)
+    async with trio.open_nursery() as nursery:
+        updates = IsrUpdates(Host(), nursery, lambda: [partition])  # type: ignore[arg-type]
+        updates._propose(partition, [1, 2])
+        assert partition.pending_isr == [1, 2]
+    assert len(sent) == 2
+    asked = [(p.new_isr, p.partition_epoch) for r in sent for t in r.topics for p in t.partitions]
+    assert asked == [([1, 2], 9), ([1, 2], 9)]
+    assert partition.isr == [1, 2] and partition.partition_epoch == 10
+    assert partition.pending_isr is None
+    partition.log.close()
