@@ -98,6 +98,10 @@ def metadata_summary(got: dict[str, Any]) -> dict[str, Any]:
             "max_ms": max(samples)}
 
 
+STEP_ORDER = ["start", "create", "metadata", "produce", "fetch", "fill", "load",
+              "restart_kill", "restart_clean"]
+
+
 def value(fig: Figure, got: dict[str, Any] | None) -> float | None:
     step = (got or {}).get(fig.step)
     if not isinstance(step, dict) or "error" in step:
@@ -108,8 +112,9 @@ def value(fig: Figure, got: dict[str, Any] | None) -> float | None:
     return v
 
 
-def failure(fig: Figure, got: dict[str, Any] | None) -> str | None:
-    """Why there is no value: the step's error, a skip, or an earlier step's failure."""
+def failure(fig: Figure, got: dict[str, Any] | None, finished: bool = True) -> str | None:
+    """Why there is no value: the step's error, a skip, an earlier step's failure, or a
+    run stopped before it reached the step."""
     if got is None:
         return "not run"
     if "skipped" in got:
@@ -117,6 +122,10 @@ def failure(fig: Figure, got: dict[str, Any] | None) -> str | None:
     step = got.get(fig.step)
     if isinstance(step, dict) and "error" in step:
         return "failed"
+    if step is None and not finished and fig.step not in got:
+        later = STEP_ORDER[STEP_ORDER.index(fig.step) + 1:] if fig.step in STEP_ORDER else []
+        if not any(s in got for s in later):
+            return "not run"
     return "failed" if any("error" in s for s in got.values() if isinstance(s, dict)) \
         else "–"
 
@@ -159,6 +168,7 @@ def _cell(v: float | None, why: str | None) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
+    fin = bool(result.get("finished"))
     parts = result.get("partitions", {})
     counts = sorted(parts, key=int)
     big = cfg["biglog"]
@@ -189,8 +199,8 @@ def markdown(result: dict[str, Any]) -> str:
             cells = []
             for n in counts:
                 j, k = (value(fig, parts[n].get(kind)) for kind in KINDS)
-                cells.append(f"{_cell(j, failure(fig, parts[n].get('josefk')))} / "
-                             f"{_cell(k, failure(fig, parts[n].get('kafka')))} "
+                cells.append(f"{_cell(j, failure(fig, parts[n].get('josefk'), fin))} / "
+                             f"{_cell(k, failure(fig, parts[n].get('kafka'), fin))} "
                              f"({_ratio(j, k)})")
             arrow = "↑" if fig.higher else "↓"
             lines.append(f"| {fig.label} ({fig.unit} {arrow}) | " + " | ".join(cells) + " |")
@@ -202,8 +212,8 @@ def markdown(result: dict[str, Any]) -> str:
             for n in counts:
                 row = parts[n]
                 j, k = (value(fig, row.get(kind)) for kind in KINDS)
-                lines.append(f"| {int(n):,} | {_cell(j, failure(fig, row.get('josefk')))} | "
-                             f"{_cell(k, failure(fig, row.get('kafka')))} | {_ratio(j, k)} |")
+                lines.append(f"| {int(n):,} | {_cell(j, failure(fig, row.get('josefk'), fin))} | "
+                             f"{_cell(k, failure(fig, row.get('kafka'), fin))} | {_ratio(j, k)} |")
             lines.append("")
     if result.get("biglog"):
         bl = result["biglog"]
@@ -216,8 +226,8 @@ def markdown(result: dict[str, Any]) -> str:
         for fig in BIGLOG_FIGURES:
             j, k = (value(fig, bl.get(kind)) for kind in KINDS)
             unit = f" ({fig.unit})" if fig.unit else ""
-            lines.append(f"| {fig.label}{unit} | {_cell(j, failure(fig, bl.get('josefk')))} | "
-                         f"{_cell(k, failure(fig, bl.get('kafka')))} | {_ratio(j, k)} |")
+            lines.append(f"| {fig.label}{unit} | {_cell(j, failure(fig, bl.get('josefk'), fin))} | "
+                         f"{_cell(k, failure(fig, bl.get('kafka'), fin))} | {_ratio(j, k)} |")
         lines.append("")
     lines += failures(result)
     if result.get("notes"):
@@ -227,7 +237,8 @@ def markdown(result: dict[str, Any]) -> str:
               f"- {m.get('cpu')}, {m.get('cores')} cores, {m.get('ram_gib')} GiB RAM; "
               f"{m.get('kernel')}; Python {m.get('python')}; "
               f"{' '.join(m.get('java') or ['java ?'])}",
-              f"- Apache Kafka {m.get('kafka')}; confluent-kafka {m.get('confluent_kafka')} "
+              f"- Apache Kafka {cfg.get('kafka_version') or m.get('kafka')}; "
+              f"confluent-kafka {m.get('confluent_kafka')} "
               f"(librdkafka {m.get('librdkafka')}); josefk {m.get('josefk_commit')}",
               f"- RLIMIT_NOFILE {m.get('nofile_limit')}, vm.max_map_count "
               f"{m.get('vm_max_map_count')}; disk {m.get('disk', {}).get('device')} "
@@ -291,7 +302,7 @@ def plots(result: dict[str, Any], out: Path) -> list[Path]:
                 ax.plot(xs, ys, marker="o", color=COLOR[kind], label=label,
                         linestyle=("-", "--", ":")[i % 3])
                 for x in failed if i == 0 else []:
-                    why = failure(f, parts[str(x)].get(kind))
+                    why = failure(f, parts[str(x)].get(kind), bool(result.get("finished")))
                     ax.axvline(x, color=COLOR[kind], alpha=0.3, linestyle=":")
                     ax.annotate(f"{kind} {why}", (x, 0.5), xycoords=("data", "axes fraction"),
                                 rotation=90, color=COLOR[kind], fontsize=8, ha="right")
