@@ -31,6 +31,8 @@ PARTITION_FIGURES = [
            False, "create"),
     Figure("metadata", "p50_ms", "full Metadata, median", "ms", False, "metadata"),
     Figure("metadata", "p99_ms", "full Metadata, p99", "ms", False, "metadata"),
+    Figure("metadata", "wire_p50_ms", "full Metadata on a bare socket (no client parsing), "
+           "median", "ms", False, "metadata"),
     Figure("produce", "first_write_s", "first produce to every partition (one message "
            "each, after the create)", "s", False, "first-write"),
     Figure("produce", "msgs_s", "produce over every partition", "msgs/s", True, "produce"),
@@ -94,8 +96,11 @@ def metadata_summary(got: dict[str, Any]) -> dict[str, Any]:
     samples = got["samples_ms"]
     p99 = statistics.quantiles(samples, n=100, method="inclusive")[98] \
         if len(samples) > 1 else samples[0]
-    return {**got, "p50_ms": statistics.median(samples), "p99_ms": p99,
-            "max_ms": max(samples)}
+    summary = {**got, "p50_ms": statistics.median(samples), "p99_ms": p99,
+               "max_ms": max(samples)}
+    if got.get("wire_samples_ms"):
+        summary["wire_p50_ms"] = statistics.median(got["wire_samples_ms"])
+    return summary
 
 
 STEP_ORDER = ["start", "create", "metadata", "produce", "fetch", "fill", "load",
@@ -135,8 +140,11 @@ def brief(step: str, got: dict[str, Any]) -> str:
     if step == "create":
         return f"{got['partitions']:,} partitions with leaders after {got['create_s']:.2f}s"
     if step == "metadata":
+        wire = f"; bare socket median {got['wire_p50_ms']:.1f} ms" \
+            if "wire_p50_ms" in got else ""
         return (f"median {got['p50_ms']:.1f} ms, p99 {got['p99_ms']:.1f} ms over "
-                f"{len(got['samples_ms'])} calls ({got['partitions_seen']:,} partitions)")
+                f"{len(got['samples_ms'])} calls ({got['partitions_seen']:,} partitions)"
+                f"{wire}")
     if step in ("produce", "fetch"):
         n = got.get("acked", got.get("messages"))
         first = f"first write everywhere {got['first_write_s']:.2f}s; " if step == "produce" \

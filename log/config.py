@@ -40,6 +40,11 @@ class LogConfig:
     flush_ms: int = INT64_MAX  # flush.ms
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
 
+    @property
+    def flushes_by_policy(self) -> bool:
+        """``flush.messages`` or ``flush.ms`` set: appends alone can make a flush due."""
+        return self.flush_messages < INT64_MAX or self.flush_ms < INT64_MAX
+
     def __post_init__(self) -> None:
         _at_least("segment.bytes", self.segment_bytes, 14)
         _at_most("segment.bytes", self.segment_bytes, INT32_MAX)

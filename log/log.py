@@ -119,6 +119,10 @@ class Log(LogTransactions):
         self.truncations = 0
         # The base offset of the newest segment rolled: flushed up to it soon after.
         self.rolled_to = 0
+        # The owner's set of logs that may need a flush (LogManager's): a log joins it
+        # when it rolls or, under a flush policy, appends, so the periodic check visits
+        # those rather than every log (50,000 partitions cost 8% of a CPU otherwise).
+        self.flush_watch: set[Log] | None = None
 
     # --- opening -----------------------------------------------------------------
 
@@ -338,6 +342,8 @@ class Log(LogTransactions):
         self.log_end_offset = last + 1
         self.producer_state.commit(update, self.log_end_offset, self._index_aborted)
         self.unflushed_messages += last + 1 - first
+        if self.flush_watch is not None and self.config.flushes_by_policy:
+            self.flush_watch.add(self)
         return AppendInfo(first, last, max_ts.max_timestamp, max_ts.last_offset, append_time,
                           self.log_start_offset, headers)
 
@@ -388,6 +394,8 @@ class Log(LogTransactions):
         else:
             current.on_become_inactive()
             self.rolled_to = base
+            if self.flush_watch is not None:
+                self.flush_watch.add(self)
         self.segments.append(segment)
         self._base_offsets.append(base)
         return segment
@@ -630,6 +638,18 @@ class Log(LogTransactions):
         return cleaned
 
     # --- flushing and closing -------------------------------------------------------
+
+    def reconfigure(self, config: LogConfig) -> None:
+        """New topic configs; a flush policy set now may make what is unflushed due."""
+        self.config = config
+        if self.flush_watch is not None and self.unflushed_messages:
+            self.flush_watch.add(self)
+
+    def may_need_flush(self) -> bool:
+        """Whether the log belongs in the flush watch (false: only a roll or, under a
+        flush policy, an append can make a flush due)."""
+        return self.rolled_to > self.recovery_point or (
+            self.unflushed_messages > 0 and self.config.flushes_by_policy)
 
     def needs_flush(self, now: int | None = None) -> bool:
         """True when ``flush.messages`` or ``flush.ms`` asks for an fsync, or a segment

@@ -64,6 +64,7 @@ class LogManager:
         # time per dir at shutdown (their fsyncs overlap; the GIL is released in them).
         self.threads_per_dir = threads_per_dir
         self.logs: dict[TopicPartition, Log] = {}
+        self._flush_watch: set[Log] = set()  # logs that may need a flush (Log.flush_watch)
         self._dir_of: dict[TopicPartition, Path] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
 
@@ -100,8 +101,9 @@ class LogManager:
                 continue
             if tp[0] not in configs:
                 configs[tp[0]] = self.config_for(tp[0])
-            log = Log.open(path, configs[tp[0]], log_start_offset=starts.get(tp, 0),
-                           recovery_point=recovery.get(tp, 0), clean_shutdown=clean)
+            log = self._watch(Log.open(
+                path, configs[tp[0]], log_start_offset=starts.get(tp, 0),
+                recovery_point=recovery.get(tp, 0), clean_shutdown=clean))
             log.high_watermark = high_watermarks.get(tp, 0)
             self.logs[tp] = log
             self._dir_of[tp] = log_dir
@@ -117,8 +119,9 @@ class LogManager:
         if tp not in self.logs:
             log_dir = self.log_dirs[0] if len(self.log_dirs) == 1 else min(
                 self.log_dirs, key=Counter(self._dir_of.values()).__getitem__)
-            self.logs[tp] = Log.open(log_dir / partition_dir_name(topic, partition),
-                                     config or self.config_for(topic), clean_shutdown=True)
+            self.logs[tp] = self._watch(Log.open(
+                log_dir / partition_dir_name(topic, partition),
+                config or self.config_for(topic), clean_shutdown=True))
             self._dir_of[tp] = log_dir
         return self.logs[tp]
 
@@ -145,8 +148,9 @@ class LogManager:
             shutil.copytree(log.directory, staging)
             staging.rename(destination)
             shutil.rmtree(log.directory, ignore_errors=True)
-        moved = Log.open(destination, log.config, log_start_offset=start,
-                         recovery_point=log.log_end_offset, clean_shutdown=True)
+        self._flush_watch.discard(log)
+        moved = self._watch(Log.open(destination, log.config, log_start_offset=start,
+                                     recovery_point=log.log_end_offset, clean_shutdown=True))
         moved.high_watermark = high_watermark
         moved.producer_state.expiration_ms = log.producer_state.expiration_ms
         self.logs[tp] = moved
@@ -161,6 +165,7 @@ class LogManager:
         self._dir_of.pop(tp, None)
         if log is None:
             return
+        self._flush_watch.discard(log)
         log.close()
         aside = log.directory.with_name(
             f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
@@ -170,8 +175,18 @@ class LogManager:
     # --- background work (the server schedules it) --------------------------------
 
     def logs_needing_flush(self, now: int | None = None) -> list[Log]:
+        """The watched logs whose flush is due; those with nothing left to flush leave
+        the watch."""
         now = now_ms() if now is None else now
-        return [log for log in self.logs.values() if log.needs_flush(now)]
+        watch = self._flush_watch
+        watch.difference_update([log for log in watch if not log.may_need_flush()])
+        return [log for log in watch if log.needs_flush(now)]
+
+    def _watch(self, log: Log) -> Log:
+        log.flush_watch = self._flush_watch
+        if log.may_need_flush():
+            self._flush_watch.add(log)
+        return log
 
     def enforce_retention(self, now: int | None = None) -> int:
         now = now_ms() if now is None else now

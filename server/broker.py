@@ -319,7 +319,7 @@ class Broker:
         config = self.log_config_for(name)
         for (topic, _), partition in self.partitions.items():
             if topic == name:
-                partition.log.config = config
+                partition.log.reconfigure(config)
 
     def _advertised_listener(self) -> tuple[str, int]:
         listener = (self.config.advertised_listeners or self.config.listeners)[0]

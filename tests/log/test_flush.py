@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from josefk.log.config import LogConfig
 from josefk.log.log import Log
+from josefk.log.manager import LogManager
 
 from .conftest import BASE_TS, build_batch
 
@@ -94,3 +96,37 @@ def test_reopen_keeps_the_given_recovery_point(make_log) -> None:
         assert log.recovery_point == 3  # never above the log end offset
     finally:
         log.close()
+
+
+def test_the_manager_watches_only_logs_that_may_need_a_flush(tmp_path) -> None:
+    """The periodic flush check visits rolled logs and those under a flush policy, not
+    every log that took an append (at 50,000 partitions that scan cost 8% of a CPU)."""
+    configs = {"plain": LogConfig(segment_bytes=400), "policy": LogConfig(flush_messages=3)}
+    manager = LogManager([tmp_path], lambda topic: configs[topic])
+    plain = manager.get_or_create_log("plain", 0)
+    policy = manager.get_or_create_log("policy", 0)
+    try:
+        append(plain, 1)
+        append(policy, 1)
+        assert manager.logs_needing_flush() == []
+        assert manager._flush_watch == {policy}  # under a policy, not yet due
+        append(policy, 2)
+        assert manager.logs_needing_flush() == [policy]
+        policy.flush_due()
+        assert manager.logs_needing_flush() == [] and not manager._flush_watch
+
+        for _ in range(6):
+            append(plain, 2)  # rolls past 400 bytes
+        assert len(plain.segments) > 1
+        assert manager.logs_needing_flush() == [plain]
+        plain.flush_due()
+        assert plain.recovery_point == plain.segments[-1].base_offset
+        assert manager.logs_needing_flush() == [] and not manager._flush_watch
+
+        # A flush policy set later makes what is already unflushed due.
+        plain.reconfigure(LogConfig(segment_bytes=400, flush_messages=1))
+        assert manager.logs_needing_flush() == [plain]
+        manager.delete_log("plain", 0)
+        assert plain not in manager._flush_watch
+    finally:
+        manager.shutdown()
