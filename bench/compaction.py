@@ -43,7 +43,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import struct
 import sys
@@ -66,6 +65,7 @@ from bench.brokers import (
     port_open,
     prepare_run,
 )
+from bench.wire import Wire
 
 MIB = 1 << 20
 RESULTS = REPO / "bench" / "results" / "compaction"
@@ -101,52 +101,6 @@ logger.runtime.level = info
 
 
 log = Progress()
-
-
-# --- a pipelined protocol connection -----------------------------------------------------
-
-
-class Wire:
-    """One socket; kafka-python's request classes; several requests in flight."""
-
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.cid = 0
-        self.pending: dict[int, tuple[Any, int]] = {}
-        self.buf = bytearray()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, request: Any, version: int) -> int:
-        self.cid += 1
-        request.with_header(correlation_id=self.cid, client_id="bench-compaction")
-        self.sock.sendall(request.encode(version=version, header=True, framed=True))
-        self.pending[self.cid] = (request, version)
-        return self.cid
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buf) < n:
-            chunk = self.sock.recv(max(1 << 16, n - len(self.buf)))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            self.buf += chunk
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
-
-    def receive(self) -> Any:
-        (size,) = struct.unpack(">i", self._read(4))
-        frame = self._read(size)
-        (cid,) = struct.unpack_from(">i", frame, 0)
-        request, version = self.pending.pop(cid)
-        return request.header.get_response_class().decode(frame, version=version, header=True)
-
-    def call(self, request: Any, version: int) -> Any:
-        self.send(request, version)
-        return self.receive()
 
 
 def java_hash(text: str) -> int:

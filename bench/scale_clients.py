@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +43,8 @@ from typing import Any
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest
+
+from bench.wire import Wire
 
 QUIET = {"log_level": 0, "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 200}
 # The bench's topics exist or it is an error: no broker-side auto-creation by a probe
@@ -158,32 +158,20 @@ def metadata(args: dict[str, Any]) -> dict[str, Any]:
 
 def _wire_metadata_ms(bootstrap: str, calls: int, deadline: int) -> list[float]:
     """Full Metadata on a bare socket: send to the last byte of the answer."""
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
     samples = []
-    with socket.create_connection((host, int(port)), timeout=120) as sock:
-        for correlation in range(calls + 1):
-            request = MetadataRequest[12](topics=None)
-            request.with_header(correlation_id=correlation, client_id="bench-scale")
-            frame = bytes(request.encode(header=True, framed=True))
+    wire = Wire(bootstrap, timeout=120, client_id="bench-scale")
+    try:
+        for i in range(calls + 1):
             began = now_ns()
-            sock.sendall(frame)
-            size = struct.unpack(">i", _receive(sock, 4))[0]
-            _receive(sock, size)
-            if correlation:  # the first answer is not a sample (as above)
+            wire.send(MetadataRequest[12](topics=None), 12)
+            wire.receive_frame()
+            if i:  # the first answer is not a sample (as above)
                 samples.append((now_ns() - began) / 1e6)
             if now_ns() > deadline:
                 break
+    finally:
+        wire.close()
     return samples
-
-
-def _receive(sock: socket.socket, size: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < size:
-        chunk = sock.recv(min(size - len(buf), 1 << 20))
-        if not chunk:
-            raise ConnectionError("broker closed the connection mid-answer")
-        buf += chunk
-    return bytes(buf)
 
 
 def _delivery_counter() -> tuple[dict[str, Any], Callable[[Any, Any], None]]:
