@@ -642,7 +642,7 @@ class Log(LogTransactions):
     def reconfigure(self, config: LogConfig) -> None:
         """New topic configs; a flush policy set now may make what is unflushed due."""
         self.config = config
-        if self.flush_watch is not None and self.unflushed_messages:
+        if self.flush_watch is not None and self.may_need_flush():
             self.flush_watch.add(self)
 
     def may_need_flush(self) -> bool:
