@@ -282,7 +282,8 @@ class Partition:
         raise PartitionError(FENCED_LEADER_EPOCH,
                              f"leader epoch {requested} is older than {self.leader_epoch}")
 
-    def append_records(self, records: bytes | bytearray, required_acks: int) -> AppendInfo:
+    def append_records(self, records: bytes | bytearray | memoryview, required_acks: int
+                       ) -> AppendInfo:
         """Append a producer's records as leader; raises RecordBatchError or PartitionError."""
         if required_acks not in (-1, 0, 1):
             raise PartitionError(INVALID_REQUIRED_ACKS, f"acks={required_acks} is not 0, 1 or -1")

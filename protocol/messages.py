@@ -135,6 +135,7 @@ from .exceptions import (
     UnsupportedVersionError,
 )
 from .header import Buffer, RequestHeader, parse_request_header, read_uvarint
+from .produce_request import decode_produce
 from .versions import SUPPORTED_VERSIONS, VersionRange
 
 __all__ = [
@@ -216,10 +217,11 @@ def response_class(api_key: int) -> type[ApiMessage]:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """A decoded request: its header and kafka-python's request object."""
+    """A decoded request: its header and kafka-python's request object (for Produce,
+    a `ProduceRequestData` whose records are views into the frame)."""
 
     header: RequestHeader
-    body: ApiMessage
+    body: Any
 
     @property
     def api_key(self) -> int:
@@ -266,6 +268,8 @@ def decode_request(frame: Buffer, enabled: AbstractSet[int] | None = None) -> Re
     cls = request_class(header.api_key)
     body = memoryview(frame)[header.body_offset :]
     try:
+        if header.api_key == ApiKey.Produce:
+            return Request(header, decode_produce(body, header.api_version))
         _, copy_cost = walk_body(cls, header.api_version, body)
         if copy_cost <= _COPY_BUDGET_FACTOR * len(body) + _COPY_BUDGET_MIN:
             message = cls.decode(body, version=header.api_version)

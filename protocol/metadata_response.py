@@ -16,17 +16,14 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from josefk.protocol.varint import uvarint
+from josefk.protocol.primitives import I16, I32, NO_TAGS, array_len, string
 
 FLEXIBLE_VERSION = 9
 MAX_VERSION = 13
 AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _ERROR_INDEX_LEADER = struct.Struct(">hii")
 _ERROR_INDEX_LEADER_EPOCH = struct.Struct(">hiii")
-_NO_TAGS = b"\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,27 +34,8 @@ class BrokerEntry:
     rack: str | None = None
 
 
-# Compact lengths (n + 1) of small arrays, the common case of replica lists.
-_COMPACT_LEN = [uvarint(n + 1) for n in range(128)]
-
-
-def _compact_len(n: int) -> bytes:
-    return _COMPACT_LEN[n] if n < 127 else uvarint(n + 1)
-
-
-def _array_len(n: int, flexible: bool) -> bytes:
-    return _compact_len(n) if flexible else _I32.pack(n)
-
-
-def _string(s: str | None, flexible: bool) -> bytes:
-    if s is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    raw = s.encode("utf-8")
-    return (_compact_len(len(raw)) if flexible else _I16.pack(len(raw))) + raw
-
-
 def _int32s(values: Sequence[int], flexible: bool) -> bytes:
-    return _array_len(len(values), flexible) + struct.pack(f">{len(values)}i", *values)
+    return array_len(len(values), flexible) + struct.pack(f">{len(values)}i", *values)
 
 
 def encode_partition(version: int, error_code: int, index: int, leader: int,
@@ -72,24 +50,24 @@ def encode_partition(version: int, error_code: int, index: int, leader: int,
     body = head + _int32s(replicas, flexible) + _int32s(isr, flexible)
     if version >= 5:
         body += _int32s(offline, flexible)
-    return body + _NO_TAGS if flexible else body
+    return body + NO_TAGS if flexible else body
 
 
 def encode_topic(version: int, error_code: int, name: str | None, topic_id: uuid.UUID,
                  is_internal: bool, partitions: Sequence[bytes]) -> bytes:
     """One MetadataResponseTopic around its already encoded ``partitions``."""
     flexible = version >= FLEXIBLE_VERSION
-    out = [_I16.pack(error_code), _string(name, flexible)]
+    out = [I16.pack(error_code), string(name, flexible)]
     if version >= 10:
         out.append(topic_id.bytes)
     if version >= 1:
         out.append(b"\x01" if is_internal else b"\x00")
-    out.append(_array_len(len(partitions), flexible))
+    out.append(array_len(len(partitions), flexible))
     out.extend(partitions)
     if version >= 8:
-        out.append(_I32.pack(AUTHORIZED_OPERATIONS_OMITTED))
+        out.append(I32.pack(AUTHORIZED_OPERATIONS_OMITTED))
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     return b"".join(out)
 
 
@@ -100,31 +78,31 @@ def encode_response(version: int, correlation_id: int, brokers: Iterable[BrokerE
     if not 0 <= version <= MAX_VERSION:
         raise ValueError(f"MetadataResponse v{version} is not supported")
     flexible = version >= FLEXIBLE_VERSION
-    out = [b"", _I32.pack(correlation_id)]
+    out = [b"", I32.pack(correlation_id)]
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     if version >= 3:
-        out.append(_I32.pack(throttle_time_ms))
+        out.append(I32.pack(throttle_time_ms))
     brokers = list(brokers)
-    out.append(_array_len(len(brokers), flexible))
+    out.append(array_len(len(brokers), flexible))
     for b in brokers:
-        out += [_I32.pack(b.node_id), _string(b.host, flexible), _I32.pack(b.port)]
+        out += [I32.pack(b.node_id), string(b.host, flexible), I32.pack(b.port)]
         if version >= 1:
-            out.append(_string(b.rack, flexible))
+            out.append(string(b.rack, flexible))
         if flexible:
-            out.append(_NO_TAGS)
+            out.append(NO_TAGS)
     if version >= 2:
-        out.append(_string(cluster_id, flexible))
+        out.append(string(cluster_id, flexible))
     if version >= 1:
-        out.append(_I32.pack(controller_id))
-    out.append(_array_len(len(topics), flexible))
+        out.append(I32.pack(controller_id))
+    out.append(array_len(len(topics), flexible))
     out.extend(topics)
     if 8 <= version <= 10:
-        out.append(_I32.pack(AUTHORIZED_OPERATIONS_OMITTED))
+        out.append(I32.pack(AUTHORIZED_OPERATIONS_OMITTED))
     if version >= 13:
-        out.append(_I16.pack(error_code))
+        out.append(I16.pack(error_code))
     if flexible:
-        out.append(_NO_TAGS)
+        out.append(NO_TAGS)
     size = sum(map(len, out))
-    out[0] = _I32.pack(size)
+    out[0] = I32.pack(size)
     return b"".join(out)

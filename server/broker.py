@@ -24,6 +24,7 @@ from josefk.log.log import now_ms
 from josefk.log.manager import LogManager, write_checkpoints
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
+from josefk.protocol.framing import RECEIVE_SIZE
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.cluster_node import ClusterNode, open_replica_partition
@@ -115,6 +116,9 @@ class Broker:
         self.bound_ports: list[int] = []
         self.quotas: ConnectionQuotas | None = None
         self.idle_connections = IdleConnections(config.connections_max_idle_ms / 1000)
+        # Every connection receives into this one buffer (they all run in this broker's
+        # trio thread), so an idle connection holds no receive buffer of its own.
+        self._receive_buffer = bytearray(RECEIVE_SIZE)
         # The listener of each open connection, for KIP-402's closing of the excess.
         self.connection_listeners: dict[Connection, str] = {}
         # Coordinators plug in here: run after the logs load / for the broker's lifetime.
@@ -473,7 +477,8 @@ class Broker:
                                 ip: Any) -> None:
         assert self.quotas is not None
         connection = Connection(stream, self.dispatch, self.enabled,
-                                self.config.socket_request_max_bytes, self.idle_connections)
+                                self.config.socket_request_max_bytes, self.idle_connections,
+                                self._receive_buffer)
         self.connection_listeners[connection] = listener
         try:
             await connection.serve()

@@ -21,7 +21,13 @@ from josefk.server.zero_copy import FileRegion, Part
 logger = logging.getLogger(__name__)
 
 API_VERSIONS = 18
-RECEIVE_SIZE = 256 * 1024
+# A connection handling request after request without waiting for its socket yields to
+# the other tasks every so many requests.
+YIELD_EVERY = 16
+# At most this many buffers in one writev (Linux's IOV_MAX is 1024).
+MAX_IOV = 512
+# The peer is gone: these end the connection quietly, as trio's broken stream does.
+_GONE = (errno.EPIPE, errno.ECONNRESET, errno.ETIMEDOUT, errno.ENOTCONN, errno.EHOSTUNREACH)
 
 Dispatch = Callable[[Request], Awaitable[Sequence[Part] | None]]
 
@@ -86,11 +92,15 @@ class Connection:
     """
 
     def __init__(self, stream: trio.SocketStream, dispatch: Dispatch, enabled: frozenset[int],
-                 max_request_size: int, idle: IdleConnections) -> None:
+                 max_request_size: int, idle: IdleConnections,
+                 scratch: bytearray | None = None) -> None:
         self.stream = stream
         self.dispatch = dispatch
         self.enabled = enabled
-        self.decoder = FrameDecoder(max_size=max_request_size)
+        # The broker's connections share one receive buffer (see FrameDecoder).
+        self.decoder = FrameDecoder(max_size=max_request_size, scratch=scratch)
+        self._fd = stream.socket.fileno()
+        self._unyielded = 0
         self.idle = idle
         self.last_active = time.monotonic()
         self._scope = trio.CancelScope()
@@ -133,21 +143,69 @@ class Connection:
                 await self.stream.aclose()
 
     async def _loop(self) -> None:
+        deferred = False
         while True:
             frame = self.decoder.next_frame()
-            if frame is None:
-                # No more requests buffered: send the answers gathered so far at once.
-                await self._flush()
-                self.idle.touch(self)
-                data = await self.stream.receive_some(RECEIVE_SIZE)
-                if not data:
-                    return
-                self.idle.touch(self)
-                self.decoder.feed(data)
+            if frame is not None:
+                await self._handle(frame)
+                await self._maybe_yield()
                 continue
-            await self._handle(frame)
+            tried = bool(self._pending) and not deferred
+            count = self._read_nowait() if tried else None
+            if count:
+                # More requests arrived meanwhile (a pipelining client): their answers
+                # go out with these, in one send; a deferred answer waits once at most.
+                deferred = True
+                continue
+            await self._flush()
+            deferred = False
+            if count == 0:
+                return
+            self.idle.touch(self)
+            if not await self._receive(wait_first=tried):
+                return
+            self.idle.touch(self)
 
-    async def _handle(self, frame: bytes) -> None:
+    async def _maybe_yield(self) -> None:
+        """The socket calls below wait only when they must; a client that keeps this
+        connection busy still lets everyone else (and cancellation) in regularly."""
+        self._unyielded += 1
+        if self._unyielded >= YIELD_EVERY:
+            self._unyielded = 0
+            await trio.lowlevel.checkpoint()
+
+    def _read_nowait(self) -> int | None:
+        """Receive what has arrived straight into the frame decoder's buffer: the byte
+        count, 0 when the peer closed, None when nothing has.
+
+        On the socket's descriptor, not trio's socket methods: those pass through
+        the scheduler on every call, which cost more than the request itself.
+        """
+        target = self.decoder.receive_buffer()
+        try:
+            count = os.readv(self._fd, [target])
+        except BlockingIOError:
+            return None
+        except OSError as e:
+            _raise_if_gone(e)
+            raise
+        finally:
+            target.release()
+        self.decoder.received(count)
+        return count
+
+    async def _receive(self, wait_first: bool = False) -> int:
+        """Wait for bytes and receive them (see `_read_nowait`); 0 when the peer closed."""
+        if wait_first:
+            self._unyielded = 0
+            await trio.lowlevel.wait_readable(self._fd)
+        while (count := self._read_nowait()) is None:
+            self._unyielded = 0
+            await trio.lowlevel.wait_readable(self._fd)
+        await self._maybe_yield()
+        return count
+
+    async def _handle(self, frame: bytes | bytearray) -> None:
         try:
             request = decode_request(frame, self.enabled)
         except UnsupportedVersionError as e:
@@ -176,25 +234,36 @@ class Connection:
                     part.close()
 
     async def _flush(self) -> None:
-        if not self._pending:
-            return
-        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-        self._pending.clear()
-        await self.stream.send_all(data)
+        pending = self._pending
+        while pending:
+            try:
+                sent = os.writev(self._fd, pending[:MAX_IOV])
+            except BlockingIOError:
+                self._unyielded = 0
+                await trio.lowlevel.wait_writable(self._fd)
+                continue
+            except OSError as e:
+                _raise_if_gone(e)
+                raise
+            done = 0
+            while done < len(pending) and sent >= len(pending[done]):
+                sent -= len(pending[done])
+                done += 1
+            del pending[:done]
+            if sent:
+                pending[0] = memoryview(pending[0])[sent:]
 
     async def _sendfile(self, region: FileRegion) -> None:
         """Zero-copy: segment file → socket, waiting for writability on EAGAIN."""
-        sock = self.stream.socket
         position, remaining = region.position, region.length
         while remaining > 0:
             try:
-                sent = os.sendfile(sock.fileno(), region.fd, position, remaining)
+                sent = os.sendfile(self._fd, region.fd, position, remaining)
             except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
+                await trio.lowlevel.wait_writable(self._fd)
                 continue
             except OSError as e:
-                if e.errno in (errno.EPIPE, errno.ECONNRESET):
-                    raise trio.BrokenResourceError from e
+                _raise_if_gone(e)
                 raise
             if sent == 0:
                 # The file shrank under us (truncated): pad so the frame stays whole;
@@ -204,3 +273,9 @@ class Connection:
             position += sent
             remaining -= sent
             await trio.lowlevel.checkpoint()
+
+
+def _raise_if_gone(error: OSError) -> None:
+    """A socket error that means the peer is gone ends the connection quietly."""
+    if error.errno in _GONE:
+        raise trio.BrokenResourceError(str(error)) from error

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.producer import ProduceResponse
 
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.cluster.txn_log import TopicPartition
@@ -23,7 +22,9 @@ from josefk.protocol.error_codes import (
     REQUEST_TIMED_OUT,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from josefk.protocol.header import Buffer
 from josefk.protocol.messages import Request
+from josefk.protocol.produce_response import PartitionResult, encode_produce_response
 from josefk.protocol.record_batch import RecordBatchError
 from josefk.server.connection import CloseConnection
 from josefk.server.handlers import Response
@@ -34,11 +35,6 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
-
-TopicResp = ProduceResponse.TopicProduceResponse
-PartitionResp = TopicResp.PartitionProduceResponse
-RecordError = PartitionResp.BatchIndexAndErrorMessage
-
 
 class Guard(NamedTuple):
     """A verification guard taken for one partition of this produce."""
@@ -53,24 +49,23 @@ async def handle(broker: Broker, request: Request) -> Response:
     refused, guards = await _verify(broker, body, request.api_version)
     topics = []
     failed = False
-    waiting: list[tuple[Any, Partition, int]] = []
+    waiting: list[tuple[PartitionResult, Partition, int]] = []
     for topic_data in body.topic_data:
         partitions = []
         for data in topic_data.partition_data:
             key = TopicPartition(topic_data.name, data.index)
             if key in refused:
-                fields = _refused(data.index, refused[key])
+                result, end = _refused(data.index, refused[key]), None
             else:
-                fields = _append(broker, topic_data.name, data.index, data.records, body.acks,
-                                 guards.get(key))
-            failed = failed or fields["error_code"] != 0
-            response = PartitionResp(**{k: v for k, v in fields.items() if k != "end"})
-            partitions.append(response)
-            if body.acks == -1 and fields["error_code"] == 0:
+                result, end = _append(broker, topic_data.name, data.index, data.records,
+                                      body.acks, guards.get(key))
+            failed = failed or result.error_code != 0
+            partitions.append(result)
+            if body.acks == -1 and end is not None:
                 partition = broker.partition(topic_data.name, data.index)
                 assert partition is not None
-                waiting.append((response, partition, fields["end"]))
-        topics.append(TopicResp(name=topic_data.name, partition_responses=partitions))
+                waiting.append((result, partition, end))
+        topics.append((topic_data.name, partitions))
     if waiting:
         await _until_replicated(broker, waiting, body.timeout_ms / 1000)
     if body.acks == 0:
@@ -79,7 +74,7 @@ async def handle(broker: Broker, request: Request) -> Response:
             # refreshes its metadata and notices.
             raise CloseConnection("acks=0 produce failed")
         return None
-    return {"responses": topics, "throttle_time_ms": 0}
+    return [encode_produce_response(request.api_version, request.correlation_id, topics)]
 
 
 async def _verify(broker: Broker, body: Any, version: int
@@ -115,19 +110,16 @@ async def _verify(broker: Broker, body: Any, version: int
     return refused, guards
 
 
-def _refused(index: int, error: int) -> dict[str, Any]:
+def _refused(index: int, error: int) -> PartitionResult:
     message = ("Partition was not added to the transaction" if error == INVALID_TXN_STATE
                else "Unable to verify the partition has been added to the transaction"
                if error == NOT_ENOUGH_REPLICAS else None)
-    return {"index": index, "error_code": error, "base_offset": -1, "log_append_time_ms": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": message}
+    return PartitionResult(index, error, error_message=message)
 
 
-def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks: int,
-            guard: Guard | None = None) -> dict[str, Any]:
-    result: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1,
-                              "log_append_time_ms": -1, "log_start_offset": -1,
-                              "record_errors": [], "error_message": None}
+def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks: int,
+            guard: Guard | None = None) -> tuple[PartitionResult, int | None]:
+    """The partition's answer, and the offset after what was appended (None if nothing)."""
     partition = broker.partition(topic, index)
     if guard is not None:
         verifier = broker.txn_verifier
@@ -135,42 +127,31 @@ def _append(broker: Broker, topic: str, index: int, records: bytes | None, acks:
         verifier.release(guard.partition, guard.producer_id, guard.token)
         if not holds:
             # A marker ended the transaction while the coordinator was asked.
-            return _refused(index, INVALID_TXN_STATE)
+            return _refused(index, INVALID_TXN_STATE), None
     if partition is None:
-        result["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
-        return result
+        return PartitionResult(index, UNKNOWN_TOPIC_OR_PARTITION), None
     if not partition.is_leader:
-        result["error_code"] = NOT_LEADER_OR_FOLLOWER
-        return result
+        return PartitionResult(index, NOT_LEADER_OR_FOLLOWER), None
     if not records:
-        result["error_code"] = CORRUPT_MESSAGE
-        result["error_message"] = "no records"
-        return result
+        return PartitionResult(index, CORRUPT_MESSAGE, error_message="no records"), None
     try:
         info = partition.append_records(records, acks)
     except StorageError as e:
         # Logged where it happened; the partition and everything it holds stay as they were.
-        result["error_code"] = e.error_code
-        result["error_message"] = str(e)
-        return result
+        return PartitionResult(index, e.error_code, error_message=str(e)), None
     except (RecordBatchError, PartitionError) as e:
         logger.info("produce to %s-%d rejected: %s", topic, index, e)
-        result["error_code"] = e.error_code
-        result["error_message"] = str(e)
-        result["log_start_offset"] = partition.log.log_start_offset
+        result = PartitionResult(index, e.error_code, error_message=str(e),
+                                 log_start_offset=partition.log.log_start_offset)
         if isinstance(e, RecordValidationError):
-            result["record_errors"] = [
-                RecordError(batch_index=i, batch_index_error_message=m)
-                for i, m in e.record_errors]
-        return result
-    result["base_offset"] = info.first_offset
-    result["log_append_time_ms"] = info.log_append_time
-    result["log_start_offset"] = info.log_start_offset
-    result["end"] = info.last_offset + 1
-    return result
+            result.record_errors = list(e.record_errors)
+        return result, None
+    return PartitionResult(index, NONE, info.first_offset, info.log_append_time,
+                           info.log_start_offset), info.last_offset + 1
 
 
-async def _until_replicated(broker: Broker, waiting: list[tuple[Any, Partition, int]],
+async def _until_replicated(broker: Broker,
+                            waiting: list[tuple[PartitionResult, Partition, int]],
                             timeout_s: float) -> None:
     """acks=all: hold the answer until each partition's high watermark passes what was
     appended (Kafka's DelayedProduce), or ``timeout.ms`` runs out (REQUEST_TIMED_OUT).

@@ -152,7 +152,67 @@ def test_buffer_is_compacted():
         dec.feed(one[50:])
         assert len(list(dec.frames())) == 2
     assert dec.buffered == 0
-    assert len(dec._buf) < 10 * len(one)
+    assert len(dec._partial) < 10 * len(one)
+
+
+def receive(dec: FrameDecoder, data: bytes) -> int:
+    """What a socket receive does: write into the decoder's buffer, then report."""
+    target = dec.receive_buffer()
+    n = min(len(target), len(data))
+    target[:n] = data[:n]
+    target.release()
+    dec.received(n)
+    return n
+
+
+def test_a_big_frame_is_received_into_a_buffer_of_its_own():
+    body = bytes(range(256)) * 1024  # 256 KiB
+    data = frame(body)
+    dec = FrameDecoder(own_buffer_from=64 * 1024)
+    taken = receive(dec, data[:1000])
+    target = dec.receive_buffer()
+    owner = target.obj
+    # Exactly the rest of the frame: nothing of a next frame can land in it.
+    assert len(target) == len(data) - taken
+    assert dec.pending_size == len(body)
+    target[:] = data[taken:]
+    target.release()
+    dec.received(len(data) - taken)
+    got = dec.next_frame()
+    assert isinstance(got, bytearray) and got == body
+    assert owner is got  # the receive went straight into the frame's buffer
+    assert dec.buffered == 0
+
+
+def test_a_small_frame_split_across_receives_is_whole():
+    dec = FrameDecoder(own_buffer_from=64 * 1024)
+    data = frame(payload(5000)) + frame(payload(20, 0x62))
+    for i in range(0, len(data), 999):
+        receive(dec, data[i:i + 999])
+    assert list(dec.frames()) == [payload(5000), payload(20, 0x62)]
+
+
+def test_decoders_sharing_a_scratch_buffer_keep_their_own_frames():
+    scratch = bytearray(4096)
+    a = FrameDecoder(scratch=scratch, own_buffer_from=1024)
+    b = FrameDecoder(scratch=scratch, own_buffer_from=1024)
+    data_a = frame(payload(700, 0x61)) + frame(payload(3000, 0x63))
+    data_b = frame(payload(900, 0x62)) * 3
+    out_a: list[bytes | bytearray] = []
+    out_b: list[bytes | bytearray] = []
+    pos_a = pos_b = 0
+    while pos_a < len(data_a) or pos_b < len(data_b):
+        pos_a += receive(a, data_a[pos_a:pos_a + 500])
+        pos_b += receive(b, data_b[pos_b:pos_b + 700])
+        out_a.extend(a.frames())
+        out_b.extend(b.frames())
+    assert out_a == [payload(700, 0x61), payload(3000, 0x63)]
+    assert out_b == [payload(900, 0x62)] * 3
+
+
+def test_own_buffer_threshold_must_fit_the_scratch_buffer():
+    with pytest.raises(ValueError):
+        FrameDecoder(scratch=bytearray(100), own_buffer_from=200)
 
 
 @given(
