@@ -21,16 +21,22 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 GIB = 1 << 30
 
 
-def cpu_seconds(pid: int) -> float:
-    """user + sys CPU seconds of ``pid`` and its live descendants (all their threads)."""
-    total = 0
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, sys) CPU seconds of ``pid`` and its live descendants (all their threads)."""
+    user = system = 0
     for p in process_tree(pid):
         with contextlib.suppress(OSError, ValueError, IndexError):
             with open(f"/proc/{p}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             # Fields 14 and 15 of proc(5) (utime, stime) are 12 and 13 after the ")".
-            total += int(fields[11]) + int(fields[12])
-    return total / CLK_TCK
+            user += int(fields[11])
+            system += int(fields[12])
+    return user / CLK_TCK, system / CLK_TCK
+
+
+def cpu_seconds(pid: int) -> float:
+    """user + sys CPU seconds of ``pid`` and its live descendants (all their threads)."""
+    return sum(cpu_times(pid))
 
 
 def process_name(pid: int) -> str:
@@ -45,25 +51,31 @@ def process_name(pid: int) -> str:
 class Meter:
     """CPU seconds a process tree uses between ``__enter__`` and ``__exit__``.
 
-    ``seconds`` stays None until a window has closed; a failed window (an
+    ``seconds`` (user + sys) stays None until a window has closed; a failed window (an
     exception inside it) still records its time, the caller decides what it is worth.
+    ``sys_seconds`` is the kernel's part: system calls (socket and file copies) and page
+    faults.
     """
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.name = process_name(pid)
         self.seconds: float | None = None
+        self.sys_seconds: float | None = None
         self.wall: float | None = None
-        self._before = self._began = 0.0
+        self._before = (0.0, 0.0)
+        self._began = 0.0
 
     def __enter__(self) -> Meter:
-        self._before = cpu_seconds(self.pid)
+        self._before = cpu_times(self.pid)
         self._began = time.monotonic()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.seconds = cpu_seconds(self.pid) - self._before
+        user, system = cpu_times(self.pid)
+        self.sys_seconds = system - self._before[1]
+        self.seconds = user - self._before[0] + self.sys_seconds
         self.wall = time.monotonic() - self._began
 
 
@@ -77,5 +89,6 @@ def per_gib(seconds: float | None, nbytes: int | None) -> float | None:
 def detail(meter: Meter, nbytes: int, moved: str) -> dict[str, Any]:
     """What a CPU-per-GiB outcome carries besides its value."""
     return {"broker_cpu_s": None if meter.seconds is None else round(meter.seconds, 3),
+            "broker_sys_s": None if meter.sys_seconds is None else round(meter.sys_seconds, 3),
             "window_s": None if meter.wall is None else round(meter.wall, 3),
             "gib": round(nbytes / GIB, 4), "moved": moved, "process": meter.name}

@@ -123,6 +123,11 @@ def aggregate(rounds: list[dict[str, dict[str, dict[str, Any]]]]) -> dict[str, A
             entry[kind] = {"values": values, "median": statistics.median(values) if values
                            else None, "runs": len(outcomes),
                            "failed": len(outcomes) - len(values), "errors": errors}
+            kernel = [o["detail"]["broker_sys_s"] / o["detail"]["gib"] for o in outcomes
+                      if o["status"] == "ok" and o.get("detail", {}).get("broker_sys_s")
+                      is not None and o["detail"].get("gib")]
+            if kernel:
+                entry[kind]["kernel_median"] = statistics.median(kernel)
         if not entry:
             continue
         j, k = entry.get("josefk", {}).get("median"), entry.get("kafka", {}).get("median")
@@ -192,6 +197,14 @@ def markdown(result: dict[str, Any]) -> str:
             "| # | workload | client | unit | josefk | Apache Kafka | josefk / Kafka | better |",
             "|---|---|---|---|---|---|---|---|",
         ] + cpu_rows
+        kernel_rows = _kernel_rows(summary)
+        if kernel_rows:
+            lines += [
+                "", "The same split into the kernel's part (sys time: system calls, socket and "
+                "page-cache copies) and the broker's own code (user), CPU s/GiB, medians:", "",
+                "| # | client | josefk sys | Kafka sys | josefk user | Kafka user |",
+                "|---|---|---|---|---|---|",
+            ] + kernel_rows
     lines += ["", "## Machine", ""]
     disk = m["disk"]
     lines += [
@@ -244,6 +257,25 @@ def _measure_rows(summary: dict[str, Any], cpu: bool) -> list[str]:
             f"{cell(entry.get('josefk'))} | {cell(entry.get('kafka'))} | "
             f"{'–' if ratio is None else f'{ratio:.2f}'} | "
             f"{meas.better} |")
+    return rows
+
+
+def _kernel_rows(summary: dict[str, Any]) -> list[str]:
+    """Per CPU measure: each broker's sys and user CPU s/GiB (medians)."""
+    rows = []
+    for key, meas in MEASURES.items():
+        entry = summary.get(key, {})
+        if meas.unit != CPU_UNIT or not any("kernel_median" in entry.get(k, {})
+                                            for k in BROKERS):
+            continue
+        cells = []
+        for kind in BROKERS:
+            side = entry.get(kind, {})
+            kernel, total = side.get("kernel_median"), side.get("median")
+            cells.append((fmt(kernel), fmt(None if kernel is None or total is None
+                                           else total - kernel)))
+        (js, ju), (ks, ku) = cells
+        rows.append(f"| {meas.workload} | {meas.client} | {js} | {ks} | {ju} | {ku} |")
     return rows
 
 

@@ -250,20 +250,14 @@ def decode_request(frame: Buffer, enabled: AbstractSet[int] | None = None) -> Re
     plain `ProtocolError`. Bytes after the body are ignored, as Kafka does.
     """
     header = parse_request_header(frame)
-    ids = {
-        "api_key": header.api_key,
-        "api_version": header.api_version,
-        "correlation_id": header.correlation_id,
-        "client_id": header.client_id,
-    }
     supported = SUPPORTED_VERSIONS.get(header.api_key)
     if supported is None or (enabled is not None and header.api_key not in enabled):
-        raise UnknownApiError(f"unknown or disabled api key {header.api_key}", **ids)
+        raise UnknownApiError(f"unknown or disabled api key {header.api_key}", **_ids(header))
     if header.api_version not in supported:
         raise UnsupportedVersionError(
             f"{_api_name(header.api_key)} v{header.api_version} is outside "
             f"{supported.min_version}..{supported.max_version}",
-            **ids,
+            **_ids(header),
         )
     cls = request_class(header.api_key)
     body = memoryview(frame)[header.body_offset :]
@@ -279,12 +273,19 @@ def decode_request(frame: Buffer, enabled: AbstractSet[int] | None = None) -> Re
         # decoded object could not even be re-encoded.
         message._header = message._min_version = message._max_version = None
     except ProtocolError as exc:
-        raise MalformedRequestError(f"{_api_name(header.api_key)}: {exc}", **ids) from exc
+        raise MalformedRequestError(f"{_api_name(header.api_key)}: {exc}",
+                                    **_ids(header)) from exc
     except Exception as exc:  # kafka-python raises whatever its codecs raise
         raise MalformedRequestError(
-            f"{_api_name(header.api_key)}: undecodable body: {exc!r}", **ids
+            f"{_api_name(header.api_key)}: undecodable body: {exc!r}", **_ids(header)
         ) from exc
     return Request(header, message)
+
+
+def _ids(header: RequestHeader) -> dict[str, Any]:
+    """What a request error carries to answer or log the request."""
+    return {"api_key": header.api_key, "api_version": header.api_version,
+            "correlation_id": header.correlation_id, "client_id": header.client_id}
 
 
 def encode_response(

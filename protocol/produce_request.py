@@ -54,6 +54,9 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestData:
     def length(width: int) -> int:
         nonlocal pos
         if flexible:
+            if pos < end and body[pos] < 0x80:  # a one-byte varint, the common case
+                pos += 1
+                return body[pos - 1] - 1
             n, pos = read_uvarint(body, pos, end)
             return n - 1
         if pos + width > end:
