@@ -36,7 +36,7 @@ minutes plus the one round in progress.
 
 Profile: with ``--profile auto`` (the default), when josefk's median throughput is
 below 0.8x Kafka's, one more josefk round (not counted) runs with py-spy attached
-(--nonblocking, 200 Hz, on-CPU samples) to the broker that leads the most
+(--nonblocking --gil, 200 Hz, Python samples) to the broker that leads the most
 partitions; its flame graph, collapsed stacks and top functions go to ``--out``
 and results.md. ``--profile always`` / ``never`` force it either way.
 
@@ -281,7 +281,7 @@ class ClusterBench:
                 title = (f"josefk broker {broker_id} (leader of "
                          f"{sum(1 for v in leaders.values() if v == broker_id)} of 6 "
                          "partitions, follower of the rest) under acks=all produce, RF 3 "
-                         "(py-spy, on-CPU samples)")
+                         "(py-spy, samples holding the GIL)")
                 svg.write_text(profiling.flamegraph_svg(stacks, title))
                 Spy.result = {
                     "workload": f"replicated produce, broker {broker_id}",

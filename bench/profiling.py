@@ -3,17 +3,22 @@
 py-spy (``pip install py-spy``) samples the broker from outside (ptrace /
 process_vm_readv: needs root, CAP_SYS_PTRACE or a permissive
 ``kernel.yama.ptrace_scope``) at 200 Hz into collapsed stacks aggregated by
-function (``py-spy record --pid P --function --format raw --nonblocking``).
+function (``py-spy record --pid P --function --format raw --nonblocking --gil``).
 ``--nonblocking`` reads the broker's memory without stopping it, so sampling
 costs the broker almost nothing; a few samples per hundred come out unreadable
-(py-spy's "Errors"), which is fine for a profile. (In the blocking mode, py-spy
-also counted threads parked in epoll or on a lock as busy in this VM.)
+(py-spy's "Errors"), which is fine for a profile.
+
+``--gil`` records only the thread holding the GIL: the broker's Python work. A
+system call releases the GIL, so the kernel's time (socket and page-cache copies,
+epoll) is not in the profile; the CPU tables give it as sys time. Without
+``--gil``, py-spy in this VM counted a thread blocked in ``epoll_wait`` or in a
+socket write as busy: a third of the samples of a Java-producer run fell there
+while the process's CPU time was three quarters user time.
 
 From the stacks this module draws a flame graph SVG and lists where the samples
-fall: by function (self and inclusive) and by package. Samples of idle threads
-are not recorded, so the figures are the broker's on-CPU time; time inside C
-code and system calls (``os.sendfile``, ``socket.send``, epoll) is counted in
-the Python function that called it.
+fall: by function (self and inclusive) and by package. Time inside C code that
+keeps the GIL (CRC, struct packing, copies) counts in the Python function that
+called it.
 
 When py-spy cannot attach, the bench restarts josefk under cProfile instead
 (``python -c "import cProfile ..."``), whose stats file is written when the
@@ -61,7 +66,7 @@ class PySpy:
         self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [binary, "record", "--pid", str(pid), "--function", "--format", "raw",
-             "--nonblocking",
+             "--nonblocking", "--gil",
              "--rate", str(rate), "--output", str(raw_path)],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -220,7 +225,7 @@ def flamegraph_svg(stacks: list[tuple[list[str], int]], title: str, width: int =
            f'font-family="monospace" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="#fdfdf6"/>',
            f'<text x="{pad}" y="20" font-size="14">{html.escape(title)}</text>',
-           f'<text x="{pad}" y="34" fill="#666">{total} samples; width = share of on-CPU '
+           f'<text x="{pad}" y="34" fill="#666">{total} samples; width = share of GIL-holding '
            'samples; hover a frame for its count</text>']
 
     def draw(name: str, node: dict[str, Any], x: float, level: int) -> None:

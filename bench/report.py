@@ -294,10 +294,12 @@ def _profile_markdown(name: str, prof: dict[str, Any]) -> list[str]:
                          f"{row['calls']} | `{row['name']}` |")
         return lines + [""]
     errors = prof.get("py_spy_samples_errors")
-    lines.append(f"py-spy, {summ.get('samples')} on-CPU samples at {prof.get('rate_hz')} Hz"
+    lines.append(f"py-spy, {summ.get('samples')} samples of the thread holding the GIL at "
+                 f"{prof.get('rate_hz')} Hz"
                  + (f" (py-spy also reported {errors[1]} read errors)" if errors else "")
                  + f"; flame graph `{prof.get('svg')}`, collapsed stacks `{prof.get('raw')}`. "
-                 "Time in C code and system calls counts in the Python function calling it.")
+                 "The broker's Python work only: system calls release the GIL, so the "
+                 "kernel's share (the sys column above) is not here.")
     lines += ["", "By package (self time): " + ", ".join(
         f"{p['name']} {p['percent']}%" for p in summ.get("packages", [])[:8]), ""]
     lines += ["| self % | function (self) | | incl. % | function (inclusive) |",

@@ -253,7 +253,7 @@ class Bench:
             raise profiling.ProfilerError("py-spy recorded no samples")
         svg = self.args.out / f"profile-{name}.svg"
         svg.write_text(profiling.flamegraph_svg(
-            stacks, f"josefk under {PROFILED[name]} (py-spy, on-CPU samples)"))
+            stacks, f"josefk under {PROFILED[name]} (py-spy, samples holding the GIL)"))
         summary = profiling.summarize(stacks)
         counts = spy.errors()
         return {"workload": PROFILED[name], "profiler": "py-spy", "rate_hz": spy.rate,
