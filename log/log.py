@@ -26,6 +26,7 @@ from josefk.log.log_txn import LogTransactions
 from josefk.log.producer_state import BatchMetadata, ProducerStateManager, ProducerUpdate
 from josefk.log.records import keyless_record_indexes
 from josefk.log.segment import DELETED_SUFFIX, Data, LogSegment, TimestampOffset, data_size
+from josefk.protocol.end_txn_marker import EndTxnMarker
 from josefk.protocol.record_batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -331,13 +332,16 @@ class Log(LogTransactions):
                              chunk[-1][1].last_offset, now)
             self.active_segment.append(chunk_buf, chunk)
         latest_epoch = self.leader_epochs.latest_epoch
-        update = ProducerUpdate()
-        markers = self._markers(buf, batches)
+        update = _NO_PRODUCERS
+        markers: dict[int, EndTxnMarker | None] = {}
         for header in headers:
             if header.partition_leader_epoch > latest_epoch:
                 self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
                 latest_epoch = header.partition_leader_epoch
             if header.has_producer_id:
+                if update is _NO_PRODUCERS:
+                    update = ProducerUpdate()
+                    markers = self._markers(buf, batches)
                 self.producer_state.stage(update, header, markers.get(header.base_offset))
         self.log_end_offset = last + 1
         self.producer_state.commit(update, self.log_end_offset, self._index_aborted)
@@ -708,6 +712,10 @@ class Log(LogTransactions):
         for path in self.directory.iterdir():
             path.unlink()
         self.directory.rmdir()
+
+
+# The producer-state update of an append without producer ids (never staged into).
+_NO_PRODUCERS = ProducerUpdate()
 
 
 def _by_max_timestamp(header: BatchHeader) -> int:

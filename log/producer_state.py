@@ -298,6 +298,8 @@ class ProducerStateManager:
         self._drop_unreplicated_below(high_watermark)
 
     def _drop_unreplicated_below(self, offset: int) -> None:
+        if not self.unreplicated:
+            return
         for first, (_, last) in list(self.unreplicated.items()):
             if last < offset:
                 del self.unreplicated[first]

@@ -127,6 +127,8 @@ def parse_request_header(frame: Buffer) -> RequestHeader:
 
 
 def _read_raw_tags(frame: Buffer, pos: int, end: int) -> tuple[Mapping[int, bytes], int]:
+    if pos < end and frame[pos] == 0:  # no tagged fields, the usual case
+        return _NO_TAGS, pos + 1
     count, pos = read_uvarint(frame, pos, end)
     if count == 0:
         return _NO_TAGS, pos

@@ -46,7 +46,10 @@ class Guard(NamedTuple):
 
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
-    refused, guards = await _verify(broker, body, request.api_version)
+    refused: dict[TopicPartition, int] = {}
+    guards: dict[TopicPartition, Guard] = {}
+    if body.transactional_id and broker.txn_verifier.enabled:
+        refused, guards = await _verify(broker, body, request.api_version)
     topics = []
     failed = False
     waiting: list[tuple[PartitionResult, Partition, int]] = []
@@ -83,9 +86,6 @@ async def _verify(broker: Broker, body: Any, version: int
     produce would start the producer's transaction; (refused partitions with the produce
     error, guards of the verified ones)."""
     verifier = broker.txn_verifier
-    transactional_id = getattr(body, "transactional_id", None)
-    if not transactional_id or not verifier.enabled:
-        return {}, {}
     guards: dict[TopicPartition, Guard] = {}
     producer = None
     for topic_data in body.topic_data:
@@ -100,7 +100,7 @@ async def _verify(broker: Broker, body: Any, version: int
                     partition, found[0], verifier.start(partition, found[0]))
     if not guards or producer is None:
         return {}, {}
-    answers = await verifier.verify(transactional_id, *producer, list(guards))
+    answers = await verifier.verify(body.transactional_id, *producer, list(guards))
     refused = {}
     for tp, code in answers.items():
         if code != NONE:
