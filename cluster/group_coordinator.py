@@ -2,7 +2,8 @@
 
 A group belongs to partition ``abs(hashCode(group id)) % partitions``; its
 coordinator is that partition's leader. This module is the I/O around the state
-machine of :mod:`josefk.cluster.group_state`:
+machines of :mod:`josefk.cluster.group_state`, answered through
+:class:`josefk.cluster.groups.Groups`:
 
 - it creates ``__consumer_offsets`` on first use (compacted, Kafka's settings),
 - loads every partition it leads at start-up by replaying its log,
@@ -39,13 +40,12 @@ from josefk.cluster.group_records import (
     partition_for,
     read_batches,
 )
-from josefk.cluster.group_state import (
+from josefk.cluster.group_types import (
     Error,
     FetchedOffset,
     GroupConfig,
     GroupDescription,
     GroupError,
-    Groups,
     JoinRequest,
     JoinResult,
     PartitionCommit,
@@ -55,6 +55,7 @@ from josefk.cluster.group_state import (
     SyncResult,
     append_error_to_response_error,
 )
+from josefk.cluster.groups import Groups
 from josefk.cluster.metadata import BrokerInfo, ClusterError
 from josefk.cluster.partition import PartitionError
 from josefk.cluster.txn_offsets import (

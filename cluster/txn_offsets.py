@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.cluster.group_records import OffsetCommitKey, OffsetCommitValue, Record
-from josefk.cluster.group_state import Error, Group, GroupError, GroupState
+from josefk.cluster.group_state import Group, GroupState
+from josefk.cluster.group_types import Error, GroupError
 
 NO_SEQUENCE = -1  # the coordinator's own batch: no producer sequence to check
 

@@ -45,7 +45,8 @@ def serve(args: argparse.Namespace) -> int:
     import trio
 
     from josefk.server.broker import Broker
-    from josefk.server.config import ConfigError, load_config
+    from josefk.server.config import load_config
+    from josefk.server.config_values import ConfigError
 
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -31,670 +31,33 @@ Unknown keys are kept in ``BrokerConfig.unknown`` with a warning, as Kafka does.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import math
 import re
 import socket
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from decimal import Decimal
-from enum import IntEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from josefk.log.config import InvalidConfigError, LogConfig
+from josefk.server.config_keys import BROKER_KEYS, TOPIC_KEYS, ConfigKey, broker_synonyms
+from josefk.server.config_values import (
+    INT32_MAX,
+    INTEGER,
+    ConfigEntry,
+    ConfigError,
+    ConfigSource,
+    ConfigSynonym,
+    ConfigType,
+    jtrim,
+    parse_value,
+    to_string,
+)
+from josefk.server.listeners import Listener, check_distinct_ports, parse_listeners, protocol_map
+from josefk.server.properties import load_properties
 
 logger = logging.getLogger(__name__)
-
-INT16_MAX = (1 << 15) - 1
-INT32_MAX = (1 << 31) - 1
-INT64_MAX = (1 << 63) - 1
-_INT_BOUNDS = {"SHORT": (-(1 << 15), INT16_MAX), "INT": (-(1 << 31), INT32_MAX),
-               "LONG": (-(1 << 63), INT64_MAX)}
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 9092
-DEFAULT_LOG_DIR = "./josefk-data"
-DEFAULT_LISTENERS = f"PLAINTEXT://{DEFAULT_HOST}:{DEFAULT_PORT}"
-DEFAULT_SECURITY_PROTOCOL_MAP = (
-    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT")
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-NO_EFFECT = "Accepted for compatibility; josefk ignores it."
-
-
-class ConfigError(ValueError):
-    """A configuration Kafka would refuse (INVALID_CONFIG, error code 40, for topics)."""
-
-    error_code = 40
-
-    def __init__(self, message: str, name: str | None = None, value: object = None) -> None:
-        super().__init__(message)
-        self.name = name
-        self.value = value
-
-
-class ConfigSource(IntEnum):
-    """Kafka's ``DescribeConfigsResponse.ConfigSource``."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    DYNAMIC_CLIENT_METRICS_CONFIG = 7
-    DYNAMIC_GROUP_CONFIG = 8
-
-
-class ConfigType(IntEnum):
-    """Kafka's ``DescribeConfigsResponse.ConfigType`` (DescribeConfigs v3+)."""
-
-    UNKNOWN = 0
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    SHORT = 4
-    LONG = 5
-    DOUBLE = 6
-    LIST = 7
-    CLASS = 8
-    PASSWORD = 9
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSynonym:
-    name: str
-    value: str | None
-    source: ConfigSource
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigEntry:
-    """One DescribeConfigs result: what the response's config entry carries."""
-
-    name: str
-    value: str | None
-    source: ConfigSource
-    read_only: bool
-    is_sensitive: bool
-    config_type: ConfigType
-    documentation: str | None = None
-    synonyms: tuple[ConfigSynonym, ...] = ()
-
-    @property
-    def is_default(self) -> bool:
-        """DescribeConfigs v0's ``is_default``."""
-        return self.source == ConfigSource.DEFAULT_CONFIG
-
-
-# --- Java properties ---------------------------------------------------------------------
-
-_NATURAL_LINE = re.compile(r"\r\n|\r|\n")
-_BLANK = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse ``text`` as ``java.util.Properties.load`` does (later keys win).
-
-    Comment lines start with ``#`` or ``!``; a key ends at the first unescaped ``=``,
-    ``:`` or blank; an odd number of trailing backslashes continues the line;
-    ``\\t \\n \\r \\f \\uXXXX`` are escapes and any other escaped character stands
-    for itself. Raises ConfigError for a malformed ``\\uXXXX``.
-    """
-    props: dict[str, str] = {}
-    for line in _logical_lines(text):
-        key_end, value_start, has_sep, escaped = len(line), len(line), False, False
-        for i, c in enumerate(line):
-            if not escaped and c in "=:":
-                key_end, value_start, has_sep = i, i + 1, True
-                break
-            if not escaped and c in _BLANK:
-                key_end, value_start = i, i + 1
-                break
-            escaped = not escaped if c == "\\" else False
-        while value_start < len(line):
-            c = line[value_start]
-            if c not in _BLANK:
-                if has_sep or c not in "=:":
-                    break
-                has_sep = True
-            value_start += 1
-        props[_unescape(line[:key_end])] = _unescape(line[value_start:])
-    return props
-
-
-def load_properties(path: Path) -> dict[str, str]:
-    """Read and parse a properties file (UTF-8, or ISO-8859-1 as Java reads it, if not UTF-8)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from e
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = data.decode("iso-8859-1")
-    return parse_properties(text)
-
-
-def _logical_lines(text: str) -> Iterator[str]:
-    lines = _NATURAL_LINE.split(text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(_BLANK)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line):
-            line = line[:-1]
-            if i == len(lines):
-                break
-            more = lines[i].lstrip(_BLANK)
-            i += 1
-            if not more:  # after a continuation a blank line ends the logical line
-                break
-            line += more
-        if line:  # a lone continuation followed by a blank line is no entry
-            yield line
-
-
-def _continues(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _unescape(s: str) -> str:
-    if "\\" not in s:
-        return s
-    out: list[str] = []
-    i = 0
-    while i < len(s):
-        c = s[i]
-        i += 1
-        if c != "\\" or i == len(s):
-            if c != "\\":
-                out.append(c)
-            continue
-        c = s[i]
-        i += 1
-        if c == "u":
-            digits = s[i:i + 4]
-            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise ConfigError("Malformed \\uxxxx encoding.")
-            out.append(chr(int(digits, 16)))
-            i += 4
-        else:
-            out.append(_ESCAPES.get(c, c))
-    return "".join(out)
-
-
-# --- values ------------------------------------------------------------------------------
-
-Validator = Callable[[Any], "str | None"]  # None if valid, else Kafka's reason
-
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_DOUBLE = re.compile(
-    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)")
-_LIST_SEP = re.compile(r"\s*,\s*")
-
-
-def _jtrim(s: str) -> str:
-    """Java's ``String.trim()``: strip every character <= U+0020."""
-    start, end = 0, len(s)
-    while start < end and s[start] <= " ":
-        start += 1
-    while end > start and s[end - 1] <= " ":
-        end -= 1
-    return s[start:end]
-
-
-def parse_value(name: str, raw: object, kind: ConfigType,
-                validator: Validator | None = None) -> Any:
-    """Kafka's ``ConfigDef.parseType`` plus the key's validator; ConfigError if invalid."""
-    if raw is None:
-        raise ConfigError(f"Invalid value null for configuration {name}: null is not allowed",
-                          name, raw)
-    if isinstance(raw, bool):
-        raw = "true" if raw else "false"
-    elif isinstance(raw, (list, tuple)):
-        raw = ",".join(map(str, raw))
-    elif not isinstance(raw, str):
-        raw = str(raw)
-    s = _jtrim(raw)
-
-    def bad(reason: str) -> ConfigError:
-        return ConfigError(f"Invalid value {raw} for configuration {name}: {reason}", name, raw)
-
-    value: Any
-    if kind == ConfigType.BOOLEAN:
-        if s.lower() not in ("true", "false"):
-            raise bad("Expected value to be either true or false")
-        value = s.lower() == "true"
-    elif kind in (ConfigType.SHORT, ConfigType.INT, ConfigType.LONG):
-        low, high = _INT_BOUNDS[kind.name]
-        if not _INTEGER.fullmatch(s) or not low <= int(s) <= high:
-            raise bad(f"Not a number of type {kind.name}")
-        value = int(s)
-    elif kind == ConfigType.DOUBLE:
-        if not _DOUBLE.fullmatch(s):
-            raise bad("Not a number of type DOUBLE")
-        value = float(s.rstrip("fFdD").replace("Infinity", "inf"))
-    elif kind == ConfigType.LIST:
-        value = [] if not s else _LIST_SEP.split(s)
-    else:
-        value = s
-    if validator is not None:
-        reason = validator(value)
-        if reason is not None:
-            raise bad(reason)
-    return value
-
-
-def _to_string(value: Any, kind: ConfigType) -> str | None:
-    """Kafka's ``ConfigDef.convertToString``."""
-    if value is None:
-        return None
-    if kind == ConfigType.BOOLEAN:
-        return "true" if value else "false"
-    if kind == ConfigType.LIST:
-        return ",".join(str(v) for v in value)
-    if kind == ConfigType.DOUBLE:
-        return _java_double(float(value))
-    return str(value)
-
-
-def _java_double(d: float) -> str:
-    """Java's ``Double.toString``."""
-    if math.isnan(d):
-        return "NaN"
-    if math.isinf(d):
-        return "Infinity" if d > 0 else "-Infinity"
-    if d == 0:
-        return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
-    if 1e-3 <= abs(d) < 1e7:
-        return repr(d)
-    t = Decimal(repr(abs(d))).normalize().as_tuple()
-    digits = "".join(str(x) for x in t.digits)
-    assert isinstance(t.exponent, int)
-    exponent = len(digits) - 1 + t.exponent
-    return f"{'-' if d < 0 else ''}{digits[0]}.{digits[1:] or '0'}E{exponent}"
-
-
-def _at_least(low: float) -> Validator:
-    return lambda v: None if v >= low else f"Value must be at least {low}"
-
-
-def _between(low: float, high: float) -> Validator:
-    def check(v: Any) -> str | None:
-        if v < low:
-            return f"Value must be at least {low}"
-        return f"Value must be no more than {high}" if v > high else None
-    return check
-
-
-def _one_of(*options: str) -> Validator:
-    return lambda v: None if v in options else f"String must be one of: {', '.join(options)}"
-
-
-def _each_one_of(*options: str) -> Validator:
-    one = _one_of(*options)
-
-    def check(values: list[str]) -> str | None:
-        return next((r for r in map(one, values) if r is not None), None)
-    return check
-
-
-def _non_empty(v: list[str]) -> str | None:
-    return None if v and all(v) else "must be a non-empty list of non-empty values"
-
-
-def _gzip_level(v: int) -> str | None:
-    return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9 or equal to -1"
-
-
-def _throttled_replicas(name: str) -> Validator:
-    def check(v: list[str]) -> str | None:
-        ok = v == ["*"] or all(re.fullmatch(r"\s*[0-9]+\s*:\s*[0-9]+\s*", x) for x in v)
-        return None if ok else (f"{name} must be the literal '*' or a list of replicas in the "
-                                "following format: [partitionId]:[brokerId],"
-                                "[partitionId]:[brokerId],...")
-    return check
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigKey:
-    """One known config: its Kafka type, default (parsed), validator and update mode."""
-
-    name: str
-    type: ConfigType
-    default: Any
-    validator: Validator | None = None
-    dynamic: bool = False  # Kafka can change it at runtime (read_only=False in DescribeConfigs)
-    doc: str | None = None
-    synonyms: tuple[str, ...] = ()  # topic configs: the broker keys that give the default
-
-
-BOOL, STR, INT, SHORT, LONG, DBL, LIST = (
-    ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG,
-    ConfigType.DOUBLE, ConfigType.LIST)
-_DYN = True
-
-
-def _table(*keys: ConfigKey) -> Mapping[str, ConfigKey]:
-    return MappingProxyType({k.name: k for k in keys})
-
-
-K = ConfigKey
-#: Every broker key josefk knows, with Kafka 4.3's type, default and validator.
-BROKER_KEYS: Mapping[str, ConfigKey] = _table(
-    # identity, listeners, network
-    K("node.id", INT, 0, _at_least(0), doc="josefk defaults it to 0; Kafka requires it."),
-    K("broker.id", INT, 0, _at_least(0), doc="Synonym of node.id."),
-    K("cluster.id", STR, None, doc="josefk only: the cluster id to report."),
-    K("process.roles", LIST, None, _each_one_of("broker", "controller"), doc=NO_EFFECT),
-    K("listeners", LIST, [DEFAULT_LISTENERS], _non_empty, _DYN),
-    K("advertised.listeners", LIST, None),
-    K("listener.security.protocol.map", STR, DEFAULT_SECURITY_PROTOCOL_MAP, dynamic=_DYN),
-    K("controller.listener.names", LIST, None, doc=NO_EFFECT),
-    K("controller.quorum.voters", LIST, [], doc=NO_EFFECT),
-    K("controller.quorum.bootstrap.servers", LIST, [], doc=NO_EFFECT),
-    K("metadata.log.dir", STR, None, doc=NO_EFFECT),
-    K("inter.broker.listener.name", STR, None),
-    K("security.inter.broker.protocol", STR, "PLAINTEXT", _one_of(*SECURITY_PROTOCOLS)),
-    K("broker.rack", STR, None),
-    K("zookeeper.connect", STR, None,
-      doc="Kafka 3.9: host:port[,host:port]/chroot; set, it turns cluster mode on."),
-    K("zookeeper.session.timeout.ms", INT, 18000, _at_least(1), doc="Kafka 3.9."),
-    K("zookeeper.connection.timeout.ms", INT, None, doc="Kafka 3.9: default the session "
-      "timeout."),
-    K("controlled.shutdown.enable", BOOL, True, doc="Kafka 3.9 (ZooKeeper mode)."),
-    K("controlled.shutdown.max.retries", INT, 3, doc="Kafka 3.9 (ZooKeeper mode)."),
-    K("controlled.shutdown.retry.backoff.ms", LONG, 5000, doc="Kafka 3.9 (ZooKeeper mode)."),
-    K("controller.socket.timeout.ms", INT, 30000, doc="Kafka 3.9 (ZooKeeper mode)."),
-    K("inter.broker.protocol.version", STR, "3.9", doc="Kafka 3.9 (ZooKeeper mode); josefk "
-      "speaks 3.9's inter-broker protocol whatever it says."),
-    K("num.network.threads", INT, 3, _at_least(1), _DYN, NO_EFFECT),
-    K("num.io.threads", INT, 8, _at_least(1), _DYN, NO_EFFECT),
-    K("background.threads", INT, 10, _at_least(1), _DYN, NO_EFFECT),
-    K("num.recovery.threads.per.data.dir", INT, 2, _at_least(1), _DYN,
-      "Logs flushed and closed at once per log dir at shutdown."),
-    K("num.replica.fetchers", INT, 1, _at_least(1), _DYN, NO_EFFECT),
-    K("socket.send.buffer.bytes", INT, 102400),
-    K("socket.receive.buffer.bytes", INT, 102400),
-    K("socket.request.max.bytes", INT, 104857600, _at_least(1)),
-    K("socket.listen.backlog.size", INT, 50, _at_least(1)),
-    K("max.connections", INT, INT32_MAX, _at_least(0), _DYN),
-    K("max.connections.per.ip", INT, INT32_MAX, _at_least(0), _DYN),
-    K("max.connections.per.ip.overrides", STR, "", dynamic=_DYN),
-    K("max.connection.creation.rate", INT, INT32_MAX, _at_least(0), _DYN),
-    K("connections.max.idle.ms", LONG, 600000),
-    K("queued.max.requests", INT, 500, _at_least(1)),
-    K("queued.max.request.bytes", LONG, -1),
-    K("request.timeout.ms", INT, 30000),
-    K("message.max.bytes", INT, 1048588, _at_least(0), _DYN),
-    K("fetch.max.bytes", INT, 57671680, _at_least(1024)),
-    K("max.incremental.fetch.session.cache.slots", INT, 1000, _at_least(0)),
-    K("fetch.purgatory.purge.interval.requests", INT, 1000, doc=NO_EFFECT),
-    K("producer.purgatory.purge.interval.requests", INT, 1000, doc=NO_EFFECT),
-    K("delete.records.purgatory.purge.interval.requests", INT, 1, doc=NO_EFFECT),
-    # topics
-    K("auto.create.topics.enable", BOOL, True),
-    K("delete.topic.enable", BOOL, True),
-    K("num.partitions", INT, 1, _at_least(1)),
-    K("default.replication.factor", INT, 1, _at_least(1)),
-    K("min.insync.replicas", INT, 1, _at_least(1), _DYN),
-    K("unclean.leader.election.enable", BOOL, False, dynamic=_DYN),
-    K("auto.leader.rebalance.enable", BOOL, True),
-    K("leader.imbalance.check.interval.seconds", LONG, 300, _at_least(1)),
-    K("leader.imbalance.per.broker.percentage", INT, 10, doc="Kafka 3.9 (ZooKeeper mode)."),
-    K("compression.type", STR, "producer", _one_of(*COMPRESSION_TYPES), _DYN),
-    K("compression.gzip.level", INT, -1, _gzip_level, _DYN),
-    K("compression.lz4.level", INT, 9, _between(1, 17), _DYN),
-    K("compression.zstd.level", INT, 3, _between(-131072, 22), _DYN),
-    # replication
-    K("replica.lag.time.max.ms", LONG, 30000),
-    K("replica.fetch.max.bytes", INT, 1048576, _at_least(0)),
-    K("replica.fetch.min.bytes", INT, 1),
-    K("replica.fetch.wait.max.ms", INT, 500),
-    K("replica.fetch.backoff.ms", INT, 1000, _at_least(0)),
-    K("replica.fetch.response.max.bytes", INT, 10485760, _at_least(0)),
-    K("replica.socket.timeout.ms", INT, 30000),
-    K("replica.socket.receive.buffer.bytes", INT, 65536),
-    K("replica.high.watermark.checkpoint.interval.ms", LONG, 5000),
-    # log
-    K("log.dir", LIST, [DEFAULT_LOG_DIR], _non_empty),
-    K("log.dirs", LIST, None, _non_empty),
-    K("log.segment.bytes", INT, 1 << 30, _at_least(1 << 20), _DYN),
-    K("log.roll.ms", LONG, None, dynamic=_DYN),
-    K("log.roll.hours", INT, 168, _at_least(1)),
-    K("log.roll.jitter.ms", LONG, None, dynamic=_DYN),
-    K("log.roll.jitter.hours", INT, 0, _at_least(0)),
-    K("log.retention.ms", LONG, None, dynamic=_DYN),
-    K("log.retention.minutes", INT, None),
-    K("log.retention.hours", INT, 168),
-    K("log.retention.bytes", LONG, -1, dynamic=_DYN),
-    K("log.retention.check.interval.ms", LONG, 300000, _at_least(1)),
-    K("log.cleanup.policy", LIST, ["delete"], _each_one_of("compact", "delete"), _DYN),
-    K("log.index.size.max.bytes", INT, 10485760, _at_least(4), _DYN),
-    K("log.index.interval.bytes", INT, 4096, _at_least(0), _DYN),
-    K("log.flush.interval.messages", LONG, INT64_MAX, _at_least(1), _DYN),
-    K("log.flush.interval.ms", LONG, None, dynamic=_DYN),
-    K("log.flush.scheduler.interval.ms", LONG, INT64_MAX),
-    K("log.flush.offset.checkpoint.interval.ms", INT, 60000, _at_least(0)),
-    K("log.flush.start.offset.checkpoint.interval.ms", INT, 60000, _at_least(0)),
-    K("log.segment.delete.delay.ms", LONG, 60000, _at_least(0), _DYN),
-    K("log.preallocate", BOOL, False, dynamic=_DYN),
-    K("log.message.timestamp.type", STR, "CreateTime", _one_of(*TIMESTAMP_TYPES), _DYN),
-    K("log.message.timestamp.before.max.ms", LONG, INT64_MAX, _at_least(0), _DYN),
-    K("log.message.timestamp.after.max.ms", LONG, 3600000, _at_least(0), _DYN),
-    K("log.local.retention.ms", LONG, -2, _at_least(-2), _DYN),
-    K("log.local.retention.bytes", LONG, -2, _at_least(-2), _DYN),
-    K("log.dir.failure.timeout.ms", LONG, 30000, _at_least(1)),
-    K("log.cleaner.enable", BOOL, True),
-    K("log.cleaner.threads", INT, 1, _at_least(0), _DYN),
-    K("log.cleaner.dedupe.buffer.size", LONG, 134217728, dynamic=_DYN),
-    K("log.cleaner.io.buffer.size", INT, 524288, _at_least(0), _DYN),
-    K("log.cleaner.io.buffer.load.factor", DBL, 0.9, dynamic=_DYN),
-    K("log.cleaner.io.max.bytes.per.second", DBL, 1.7976931348623157e308, dynamic=_DYN),
-    K("log.cleaner.backoff.ms", LONG, 15000, _at_least(0), _DYN),
-    K("log.cleaner.min.cleanable.ratio", DBL, 0.5, _between(0, 1), _DYN),
-    K("log.cleaner.delete.retention.ms", LONG, 86400000, _at_least(0), _DYN),
-    K("log.cleaner.min.compaction.lag.ms", LONG, 0, _at_least(0), _DYN),
-    K("log.cleaner.max.compaction.lag.ms", LONG, INT64_MAX, _at_least(1), _DYN),
-    # group coordinator
-    K("offsets.topic.num.partitions", INT, 50, _at_least(1)),
-    K("offsets.topic.replication.factor", SHORT, 3, _at_least(1)),
-    K("offsets.topic.segment.bytes", INT, 104857600, _at_least(1)),
-    K("offsets.topic.compression.codec", INT, 0),
-    K("offsets.retention.minutes", INT, 10080, _at_least(1)),
-    K("offsets.retention.check.interval.ms", LONG, 600000, _at_least(1)),
-    K("offsets.commit.timeout.ms", INT, 5000, _at_least(1)),
-    K("offsets.load.buffer.size", INT, 5242880, _at_least(1)),
-    K("offset.metadata.max.bytes", INT, 4096),
-    K("group.initial.rebalance.delay.ms", INT, 3000),
-    K("group.min.session.timeout.ms", INT, 6000),
-    K("group.max.session.timeout.ms", INT, 1800000),
-    K("group.max.size", INT, INT32_MAX, _at_least(1)),
-    # transactions
-    K("transaction.state.log.num.partitions", INT, 50, _at_least(1)),
-    K("transaction.state.log.replication.factor", SHORT, 3, _at_least(1)),
-    K("transaction.state.log.min.isr", INT, 2, _at_least(1)),
-    K("transaction.state.log.segment.bytes", INT, 104857600, _at_least(1)),
-    K("transaction.state.log.load.buffer.size", INT, 5242880, _at_least(1)),
-    K("transactional.id.expiration.ms", INT, 604800000, _at_least(1)),
-    K("transaction.max.timeout.ms", INT, 900000, _at_least(1)),
-    K("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000, _at_least(1)),
-    K("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000, _at_least(1)),
-    K("transaction.partition.verification.enable", BOOL, True, dynamic=_DYN),
-    K("producer.id.expiration.ms", INT, 86400000, _at_least(1), _DYN),
-    K("producer.id.expiration.check.interval.ms", INT, 600000, _at_least(1)),
-    K("share.coordinator.state.topic.replication.factor", SHORT, 3, _at_least(1), doc=NO_EFFECT),
-    K("share.coordinator.state.topic.min.isr", SHORT, 2, _at_least(1), doc=NO_EFFECT),
-)
-
-#: Every topic config Kafka 4.3 lists for DescribeConfigs(TOPIC), with the broker keys
-#: (in priority order) that supply its default (``ServerTopicConfigSynonyms``).
-TOPIC_KEYS: Mapping[str, ConfigKey] = _table(
-    K("cleanup.policy", LIST, ["delete"], _each_one_of("compact", "delete"),
-      synonyms=("log.cleanup.policy",)),
-    K("compression.gzip.level", INT, -1, _gzip_level, synonyms=("compression.gzip.level",)),
-    K("compression.lz4.level", INT, 9, _between(1, 17), synonyms=("compression.lz4.level",)),
-    K("compression.type", STR, "producer", _one_of(*COMPRESSION_TYPES),
-      synonyms=("compression.type",)),
-    K("compression.zstd.level", INT, 3, _between(-131072, 22),
-      synonyms=("compression.zstd.level",)),
-    K("delete.retention.ms", LONG, 86400000, _at_least(0),
-      synonyms=("log.cleaner.delete.retention.ms",)),
-    K("file.delete.delay.ms", LONG, 60000, _at_least(0), synonyms=("log.segment.delete.delay.ms",)),
-    K("flush.messages", LONG, INT64_MAX, _at_least(1), synonyms=("log.flush.interval.messages",)),
-    K("flush.ms", LONG, INT64_MAX, _at_least(0),
-      synonyms=("log.flush.interval.ms", "log.flush.scheduler.interval.ms")),
-    K("follower.replication.throttled.replicas", LIST, [],
-      _throttled_replicas("follower.replication.throttled.replicas")),
-    K("index.interval.bytes", INT, 4096, _at_least(0), synonyms=("log.index.interval.bytes",)),
-    K("leader.replication.throttled.replicas", LIST, [],
-      _throttled_replicas("leader.replication.throttled.replicas")),
-    K("local.retention.bytes", LONG, -2, _at_least(-2), synonyms=("log.local.retention.bytes",)),
-    K("local.retention.ms", LONG, -2, _at_least(-2), synonyms=("log.local.retention.ms",)),
-    K("max.compaction.lag.ms", LONG, INT64_MAX, _at_least(1),
-      synonyms=("log.cleaner.max.compaction.lag.ms",)),
-    K("max.message.bytes", INT, 1048588, _at_least(0), synonyms=("message.max.bytes",)),
-    K("message.timestamp.after.max.ms", LONG, 3600000, _at_least(0),
-      synonyms=("log.message.timestamp.after.max.ms",)),
-    K("message.timestamp.before.max.ms", LONG, INT64_MAX, _at_least(0),
-      synonyms=("log.message.timestamp.before.max.ms",)),
-    K("message.timestamp.type", STR, "CreateTime", _one_of(*TIMESTAMP_TYPES),
-      synonyms=("log.message.timestamp.type",)),
-    K("min.cleanable.dirty.ratio", DBL, 0.5, _between(0, 1),
-      synonyms=("log.cleaner.min.cleanable.ratio",)),
-    K("min.compaction.lag.ms", LONG, 0, _at_least(0),
-      synonyms=("log.cleaner.min.compaction.lag.ms",)),
-    K("min.insync.replicas", INT, 1, _at_least(1), synonyms=("min.insync.replicas",)),
-    K("preallocate", BOOL, False, synonyms=("log.preallocate",)),
-    K("remote.log.copy.disable", BOOL, False),
-    K("remote.log.delete.on.disable", BOOL, False),
-    K("remote.storage.enable", BOOL, False),
-    K("retention.bytes", LONG, -1, synonyms=("log.retention.bytes",)),
-    K("retention.ms", LONG, 604800000, _at_least(-1),
-      synonyms=("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
-    K("segment.bytes", INT, 1 << 30, _at_least(1 << 20), synonyms=("log.segment.bytes",)),
-    K("segment.index.bytes", INT, 10485760, _at_least(4), synonyms=("log.index.size.max.bytes",)),
-    K("segment.jitter.ms", LONG, 0, _at_least(0),
-      synonyms=("log.roll.jitter.ms", "log.roll.jitter.hours")),
-    K("segment.ms", LONG, 604800000, _at_least(1), synonyms=("log.roll.ms", "log.roll.hours")),
-    K("unclean.leader.election.enable", BOOL, False, synonyms=("unclean.leader.election.enable",)),
-)
-del K
-
-# DynamicBrokerConfig.brokerConfigSynonyms: keys that stand in for one another.
-_BROKER_SYNONYM_GROUPS = (
-    ("log.roll.ms", "log.roll.hours"),
-    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-)
-
-
-def _broker_synonyms(name: str) -> tuple[str, ...]:
-    if name == "log.flush.scheduler.interval.ms":
-        return (name,)
-    return next((g for g in _BROKER_SYNONYM_GROUPS if name in g), (name,))
-
-
-# --- listeners ---------------------------------------------------------------------------
-
-_LISTENER = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)]?:(-?[0-9]+)")
-
-
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """A ``NAME://host:port`` endpoint; ``host`` None means every interface."""
-
-    name: str
-    security_protocol: str
-    host: str | None
-    port: int
-
-    @property
-    def bind_host(self) -> str:
-        return self.host or "0.0.0.0"
-
-    def __str__(self) -> str:
-        host = self.host or ""
-        if ":" in host:
-            host = f"[{host}]"
-        return f"{self.name}://{host}:{self.port}"
-
-
-def _local_hostname() -> str:
-    """What Kafka's ``InetAddress.getLocalHost().getCanonicalHostName()`` gives."""
-    return socket.getfqdn()
-
-
-def _protocol_map(raw: str) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for entry in filter(None, (_jtrim(e) for e in raw.split(","))):
-        name, sep, protocol = entry.partition(":")
-        protocol = _jtrim(protocol).upper()
-        if not sep or not _jtrim(name) or protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"Invalid value {raw} for configuration "
-                              f"listener.security.protocol.map: bad entry {entry!r}",
-                              "listener.security.protocol.map", raw)
-        result[_jtrim(name).upper()] = protocol
-    return result
-
-
-def _parse_listeners(key: str, entries: list[str], protocols: dict[str, str]) -> list[Listener]:
-    listeners: list[Listener] = []
-    for entry in entries:
-        m = _LISTENER.fullmatch(entry)
-        if not m:
-            raise ConfigError(f"Invalid value {','.join(entries)} for configuration {key}: "
-                              f"Unable to parse {entry} to a broker endpoint", key, entry)
-        name, host, port = m.group(1).upper(), m.group(2) or None, int(m.group(3))
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"Invalid value {entry} for configuration {key}: "
-                              f"port {port} is not in 0-65535", key, entry)
-        if name not in protocols:
-            raise ConfigError(f"Invalid value {entry} for configuration {key}: "
-                              f"No security protocol defined for listener {name}", key, entry)
-        protocol = protocols[name]
-        if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-            raise ConfigError(f"Invalid value {entry} for configuration {key}: security "
-                              f"protocol {protocol} is not supported (only PLAINTEXT)", key, entry)
-        listeners.append(Listener(name, protocol, host, port))
-    names = [x.name for x in listeners]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"Invalid value {','.join(entries)} for configuration {key}: "
-                          "Each listener must have a different name", key, entries)
-    return listeners
-
-
-def _check_distinct_ports(listeners: list[Listener]) -> None:
-    by_port: dict[int, list[Listener]] = {}
-    for x in listeners:
-        if x.port != 0:
-            by_port.setdefault(x.port, []).append(x)
-    for port, group in by_port.items():
-        if len(group) > 1 and not _ipv4_and_ipv6(group):
-            raise ConfigError(f"Invalid value {','.join(map(str, listeners))} for configuration "
-                              f"listeners: Each listener must have a different port unless "
-                              f"exactly one has an IPv4 and the other an IPv6 address "
-                              f"(port {port})", "listeners", port)
-
-
-def _ipv4_and_ipv6(group: list[Listener]) -> bool:
-    try:
-        versions = sorted(ipaddress.ip_address(x.host or "").version for x in group)
-    except ValueError:
-        return False
-    return versions == [4, 6]
-
 
 # --- connection limits -------------------------------------------------------------------
 
@@ -714,8 +77,8 @@ def parse_ip_overrides(raw: str) -> dict[str, int]:
         if colon < 0:
             raise ConfigError(f"Error parsing configuration property '{key}': begin 0, "
                               f"end -1, length {len(entry)}", key, raw)
-        host, count = _jtrim(entry[:colon]), _jtrim(entry[colon + 1:])
-        if not _INTEGER.fullmatch(count) or not -(1 << 31) <= int(count) <= INT32_MAX:
+        host, count = jtrim(entry[:colon]), jtrim(entry[colon + 1:])
+        if not INTEGER.fullmatch(count) or not -(1 << 31) <= int(count) <= INT32_MAX:
             raise ConfigError(f"Invalid value {raw} for configuration {key}: "
                               f'For input string: "{count}"', key, raw)
         result[host] = int(count)
@@ -869,7 +232,7 @@ class BrokerConfig:
         """
         entries = []
         for name, spec in sorted(BROKER_KEYS.items()):
-            value = _to_string(self.values[name], spec.type)
+            value = to_string(self.values[name], spec.type)
             synonyms = self._synonyms(name) if per_broker else []
             entries.append(ConfigEntry(
                 name=name, value=value,
@@ -880,13 +243,13 @@ class BrokerConfig:
 
     def _synonyms(self, name: str) -> list[ConfigSynonym]:
         """Kafka's ``ConfigHelper.configSynonyms``: static settings, then defaults."""
-        names = _broker_synonyms(name)
+        names = broker_synonyms(name)
         found = [ConfigSynonym(n, self._original_string(n), ConfigSource.STATIC_BROKER_CONFIG)
                  for n in names if self.is_set(n)]
         for n in names:
             default = BROKER_KEYS[n].default
             if default is not None:
-                found.append(ConfigSynonym(n, _to_string(default, BROKER_KEYS[n].type),
+                found.append(ConfigSynonym(n, to_string(default, BROKER_KEYS[n].type),
                                            ConfigSource.DEFAULT_CONFIG))
         while found and found[0].name != name:
             found.pop(0)
@@ -906,11 +269,16 @@ def _node_id(props: Mapping[str, str], values: dict[str, Any]) -> int:
     return int(values[given[0]]) if given else int(BROKER_KEYS["node.id"].default)
 
 
+def _local_hostname() -> str:
+    """What Kafka's ``InetAddress.getLocalHost().getCanonicalHostName()`` gives."""
+    return socket.getfqdn()
+
+
 def _listeners(values: dict[str, Any]) -> tuple[tuple[Listener, ...], tuple[Listener, ...]]:
-    protocols = _protocol_map(values["listener.security.protocol.map"])
+    protocols = protocol_map(values["listener.security.protocol.map"])
     controller = {n.upper() for n in values["controller.listener.names"] or []}
-    bound = _parse_listeners("listeners", values["listeners"], protocols)
-    _check_distinct_ports(bound)
+    bound = parse_listeners("listeners", values["listeners"], protocols)
+    check_distinct_ports(bound)
     bound = [x for x in bound if x.name not in controller]
     if not bound:
         raise ConfigError("Invalid value for configuration listeners: no broker listener "
@@ -925,8 +293,8 @@ def _listeners(values: dict[str, Any]) -> tuple[tuple[Listener, ...], tuple[List
                 x = Listener(x.name, x.security_protocol, hostname, x.port)
             advertised.append(x)
     else:
-        advertised = [x for x in _parse_listeners("advertised.listeners",
-                                                  values["advertised.listeners"], protocols)
+        advertised = [x for x in parse_listeners("advertised.listeners",
+                                                 values["advertised.listeners"], protocols)
                       if x.name not in controller]
         for x in advertised:
             if x.host == "0.0.0.0":
@@ -1038,7 +406,7 @@ def _log_config(values: Mapping[str, Any]) -> LogConfig:
     Kafka reads any negative retention.bytes as "no limit"; LogConfig wants -1.
     """
     names = LogConfig.kafka_names()
-    kafka = {n: _to_string(v, TOPIC_KEYS[n].type) for n, v in values.items() if n in names}
+    kafka = {n: to_string(v, TOPIC_KEYS[n].type) for n, v in values.items() if n in names}
     if values["retention.bytes"] < 0:
         kafka["retention.bytes"] = "-1"
     try:
@@ -1072,15 +440,15 @@ def topic_config_entries(overrides: Mapping[str, str], broker: BrokerConfig) -> 
         synonyms: list[ConfigSynonym] = []
         if name in overrides:
             try:
-                value = _to_string(parse_value(name, overrides[name], spec.type), spec.type)
+                value = to_string(parse_value(name, overrides[name], spec.type), spec.type)
             except ConfigError:
                 value = overrides[name]
             synonyms.append(ConfigSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         else:
-            value = _to_string(_broker_topic_default(spec, broker), spec.type)
+            value = to_string(_broker_topic_default(spec, broker), spec.type)
         synonyms += [ConfigSynonym(n, broker.originals[n], ConfigSource.STATIC_BROKER_CONFIG)
                      for n in spec.synonyms if broker.is_set(n)]
-        synonyms += [ConfigSynonym(n, _to_string(BROKER_KEYS[n].default, BROKER_KEYS[n].type),
+        synonyms += [ConfigSynonym(n, to_string(BROKER_KEYS[n].default, BROKER_KEYS[n].type),
                                    ConfigSource.DEFAULT_CONFIG)
                      for n in spec.synonyms if BROKER_KEYS[n].default is not None]
         entries.append(ConfigEntry(

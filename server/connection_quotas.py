@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 
 import trio
 
-from josefk.server.config import BrokerConfig, ConfigError
+from josefk.server.config import BrokerConfig
+from josefk.server.config_values import ConfigError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

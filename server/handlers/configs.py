@@ -32,15 +32,9 @@ from josefk.protocol.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.messages import Request
-from josefk.server.config import (
-    BROKER_KEYS,
-    TOPIC_KEYS,
-    ConfigEntry,
-    ConfigError,
-    ConfigType,
-    parse_value,
-    validate_topic_configs,
-)
+from josefk.server.config import validate_topic_configs
+from josefk.server.config_keys import BROKER_KEYS, TOPIC_KEYS
+from josefk.server.config_values import ConfigEntry, ConfigError, ConfigType, parse_value
 from josefk.server.handlers import Response
 
 if TYPE_CHECKING:

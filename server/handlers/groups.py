@@ -11,7 +11,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from josefk.cluster.group_state import Error, JoinRequest, SyncRequest
+from josefk.cluster.group_types import Error, JoinRequest, SyncRequest
 from josefk.protocol.messages import Request
 from josefk.server.connection import client_host
 from josefk.server.handlers import Response

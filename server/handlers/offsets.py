@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
-from josefk.cluster.group_state import Error, FetchedOffset, PartitionCommit
+from josefk.cluster.group_types import Error, FetchedOffset, PartitionCommit
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
 

@@ -10,7 +10,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from josefk.cluster.group_records import OFFSETS_TOPIC
-from josefk.cluster.group_state import Error
+from josefk.cluster.group_types import Error
 from josefk.protocol import error_codes as ec
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response

@@ -25,7 +25,8 @@ from josefk.cluster.group_records import (
     partition_for,
     read_batches,
 )
-from josefk.cluster.group_state import Error, GroupState, JoinRequest, PartitionCommit, SyncRequest
+from josefk.cluster.group_state import GroupState
+from josefk.cluster.group_types import Error, JoinRequest, PartitionCommit, SyncRequest
 from josefk.server.broker import Broker
 from josefk.server.config import load_config
 

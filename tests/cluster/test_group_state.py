@@ -20,14 +20,16 @@ from josefk.cluster.group_records import (
 )
 from josefk.cluster.group_state import (
     TRANSITIONS,
-    Error,
     Event,
     Group,
-    GroupConfig,
-    GroupError,
-    Groups,
     GroupState,
     IllegalTransition,
+    subscription_topics,
+)
+from josefk.cluster.group_types import (
+    Error,
+    GroupConfig,
+    GroupError,
     JoinRequest,
     JoinResult,
     PartitionCommit,
@@ -36,8 +38,8 @@ from josefk.cluster.group_state import (
     SyncRequest,
     SyncResult,
     append_error_to_response_error,
-    subscription_topics,
 )
+from josefk.cluster.groups import Groups
 
 T0 = 1_700_000_000_000
 SESSION, REBALANCE, DELAY = 10_000, 30_000, 3_000

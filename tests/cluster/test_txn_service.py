@@ -17,7 +17,7 @@ import trio.testing
 
 from josefk.cluster.group_records import OFFSETS_TOPIC
 from josefk.cluster.group_records import partition_for as group_partition_for
-from josefk.cluster.group_state import Error
+from josefk.cluster.group_types import Error
 from josefk.cluster.partition import Partition
 from josefk.cluster.txn_host import TxnHost
 from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC, TopicPartition

@@ -13,20 +13,18 @@ from hypothesis import strategies as st
 
 from josefk.log.config import LogConfig
 from josefk.server import config as cfg
+from josefk.server import config_values
 from josefk.server.config import (
-    BROKER_KEYS,
-    TOPIC_KEYS,
     BrokerConfig,
-    ConfigError,
-    ConfigSource,
-    ConfigType,
-    Listener,
     load_config,
-    parse_properties,
     topic_config_entries,
     topic_config_values,
     validate_topic_configs,
 )
+from josefk.server.config_keys import BROKER_KEYS, NO_EFFECT, TOPIC_KEYS
+from josefk.server.config_values import ConfigError, ConfigSource, ConfigType, to_string
+from josefk.server.listeners import Listener
+from josefk.server.properties import parse_properties
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKA_LIBS = REPO / ".cache" / "kafka" / "libs"
@@ -498,7 +496,7 @@ def test_describe_values_sources_and_synonyms() -> None:
     assert view("advertised.listeners") == (None, default, [])
     assert entries["message.max.bytes"].read_only is False
     assert entries["log.retention.hours"].read_only is True
-    assert entries["num.io.threads"].documentation == cfg.NO_EFFECT
+    assert entries["num.io.threads"].documentation == NO_EFFECT
 
 
 def test_describe_of_the_cluster_default_resource_reports_no_static_settings() -> None:
@@ -525,7 +523,7 @@ def test_config_enums_carry_kafkas_numbers() -> None:
     (float("nan"), "NaN"),
 ])
 def test_doubles_print_as_java_does(value: float, text: str) -> None:
-    assert cfg._java_double(value) == text
+    assert config_values._java_double(value) == text
 
 
 # --- topic configs ---------------------------------------------------------------------------
@@ -777,7 +775,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list[str]]
 
 
 def _kafka_default(spec_default: object, kind: ConfigType) -> str:
-    return "<null>" if spec_default is None else str(cfg._to_string(spec_default, kind))
+    return "<null>" if spec_default is None else str(to_string(spec_default, kind))
 
 
 def test_topic_configs_match_kafka(kafka: dict[str, list[list[str]]]) -> None:

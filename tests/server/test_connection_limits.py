@@ -17,7 +17,8 @@ import trio
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from josefk.server.broker import Broker
-from josefk.server.config import ConfigError, load_config
+from josefk.server.config import load_config
+from josefk.server.config_values import ConfigError
 from josefk.server.connection_quotas import ip_of
 
 REJECTED = "Rejected connection from {}, address already has the configured maximum of {} " \
