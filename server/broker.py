@@ -387,8 +387,9 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 for listener in self.config.listeners:
-                    listeners = await trio.open_tcp_listeners(listener.port,
-                                                              host=listener.bind_host)
+                    listeners = await trio.open_tcp_listeners(
+                        listener.port, host=listener.bind_host,
+                        backlog=self.config.values["socket.listen.backlog.size"])
                     for sock_listener in listeners:
                         self.bound_ports.append(sock_listener.socket.getsockname()[1])
                         nursery.start_soon(self._accept, listener.name, sock_listener,

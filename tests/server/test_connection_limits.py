@@ -7,7 +7,9 @@ so each test controls exactly which address counts what.
 from __future__ import annotations
 
 import logging
+import shutil
 import struct
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -188,3 +190,16 @@ def test_invalid_limits_are_refused(props: dict[str, str], message: str) -> None
 def test_overrides_parse_as_kafka_does(raw: str, parsed: dict[str, int]) -> None:
     config = load_config(None, {"max.connections.per.ip.overrides": raw})
     assert dict(config.max_connections_per_ip_overrides) == parsed
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+@pytest.mark.parametrize("backlog", ["7", None])
+async def test_socket_listen_backlog_size_is_the_listening_sockets_backlog(
+        tmp_path: Path, backlog: str | None) -> None:
+    overrides = {} if backlog is None else {"socket_listen_backlog_size": backlog}
+    async with running(tmp_path, **overrides) as broker:
+        port = broker.bound_ports[0]
+        out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True,
+                             text=True, check=True).stdout.split()
+    # ss shows a listening socket's accept-queue limit as its Send-Q (third column).
+    assert int(out[2]) == int(backlog or 50)  # Kafka's default is 50
