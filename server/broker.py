@@ -27,6 +27,7 @@ from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
 from josefk.protocol.framing import RECEIVE_SIZE
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
+from josefk.server.acceptor import Acceptor
 from josefk.server.cluster_node import ClusterNode, open_replica_partition
 from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
 from josefk.server.connection import Connection, IdleConnections
@@ -427,43 +428,60 @@ class Broker:
         quotas = self.quotas
         assert quotas is not None
         failures = 0
+        acceptor = Acceptor(listener)
         async with listener:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except OSError as e:
-                    if e.errno not in ACCEPT_CAPACITY_ERRNOS:
-                        raise
-                    # Out of descriptors (or memory): the connection waits in the
-                    # backlog; everyone already connected is still served.
-                    if not failures:
-                        logger.warning("cannot accept connections: %s; retrying every %.1fs",
-                                       e, ACCEPT_RETRY_S)
-                    failures += 1
-                    await trio.sleep(ACCEPT_RETRY_S)
-                    continue
-                if failures:
-                    logger.info("accepting connections again after %d failed attempts",
-                                failures)
-                    failures = 0
-                try:
-                    await quotas.wait_for_slot(name)
-                    ip = ip_of(stream.socket.getpeername()[0])
-                    quotas.inc(name, ip)
-                except TooManyConnections as e:
-                    logger.info("Rejected connection from %s, address already has the "
-                                "configured maximum of %d connections.", e.ip, e.count)
-                    stream.socket.close()
-                    continue
-                except OSError:  # the peer left while it waited
-                    stream.socket.close()
-                    continue
-                except BaseException:
-                    stream.socket.close()
-                    raise
-                nursery.start_soon(self._serve_connection, stream, name, ip)
-                if quotas.protected(name) and quotas.excess():
-                    self._close_excess(quotas)
+            try:
+                while True:
+                    try:
+                        streams = await acceptor.accept()
+                    except OSError as e:
+                        if e.errno not in ACCEPT_CAPACITY_ERRNOS:
+                            raise
+                        # Out of descriptors (or memory): the connection waits in the
+                        # backlog; everyone already connected is still served.
+                        if not failures:
+                            logger.warning("cannot accept connections: %s; retrying every "
+                                           "%.1fs", e, ACCEPT_RETRY_S)
+                        failures += 1
+                        await trio.sleep(ACCEPT_RETRY_S)
+                        continue
+                    if failures:
+                        logger.info("accepting connections again after %d failed attempts",
+                                    failures)
+                        failures = 0
+                    for i, stream in enumerate(streams):
+                        try:
+                            await self._admit(name, stream, nursery)
+                        except BaseException:
+                            for other in streams[i + 1:]:
+                                other.socket.close()
+                            raise
+            finally:
+                acceptor.close()
+
+    async def _admit(self, name: str, stream: trio.SocketStream, nursery: trio.Nursery
+                     ) -> None:
+        """Count a new connection against the quotas, then serve it (or close it)."""
+        quotas = self.quotas
+        assert quotas is not None
+        try:
+            await quotas.wait_for_slot(name)
+            ip = ip_of(stream.socket.getpeername()[0])
+            quotas.inc(name, ip)
+        except TooManyConnections as e:
+            logger.info("Rejected connection from %s, address already has the "
+                        "configured maximum of %d connections.", e.ip, e.count)
+            stream.socket.close()
+            return
+        except OSError:  # the peer left while it waited
+            stream.socket.close()
+            return
+        except BaseException:
+            stream.socket.close()
+            raise
+        nursery.start_soon(self._serve_connection, stream, name, ip)
+        if quotas.protected(name) and quotas.excess():
+            self._close_excess(quotas)
 
     def _close_excess(self, quotas: ConnectionQuotas) -> None:
         """KIP-402: the inter-broker listener went over max.connections; close the least

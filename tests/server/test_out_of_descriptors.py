@@ -27,8 +27,11 @@ class LimitedBroker:
             self.port = s.getsockname()[1]
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.log_path = tmp_path / "broker.log"
+        # The flood below queues connections the broker has no descriptors to accept: the
+        # listen queue must hold them (Kafka's default of 50 would not).
         serve = ["josefk", "serve", "--override", f"listeners=PLAINTEXT://{self.bootstrap}",
-                 "--override", f"log.dirs={tmp_path / 'data'}"]
+                 "--override", f"log.dirs={tmp_path / 'data'}",
+                 "--override", "socket.listen.backlog.size=1024"]
         self.command = [sys.executable, "-c", (
             "import resource, sys; "
             f"resource.setrlimit(resource.RLIMIT_NOFILE, ({LIMIT}, {LIMIT})); "
