@@ -325,12 +325,17 @@ class Log(LogTransactions):
                 append_time: int) -> AppendInfo:
         headers = [h for _, h in batches]
         first, last = headers[0].base_offset, headers[-1].last_offset
-        max_ts = max(headers, key=_by_max_timestamp) if len(headers) > 1 else headers[0]
-        for chunk_buf, chunk in self._chunks_fitting_indexes(buf, batches):
-            chunk_max = max(h.max_timestamp for _, h in chunk)
-            self._maybe_roll(data_size(chunk_buf), len(chunk), chunk_max, chunk[0][1].base_offset,
-                             chunk[-1][1].last_offset, now)
-            self.active_segment.append(chunk_buf, chunk)
+        if len(headers) == 1:  # a producer's append: one batch, always fits one segment
+            max_ts = headers[0]
+            self._maybe_roll(data_size(buf), 1, max_ts.max_timestamp, first, last, now)
+            self.segments[-1].append(buf, batches)
+        else:
+            max_ts = max(headers, key=_by_max_timestamp)
+            for chunk_buf, chunk in self._chunks_fitting_indexes(buf, batches):
+                chunk_max = max(h.max_timestamp for _, h in chunk)
+                self._maybe_roll(data_size(chunk_buf), len(chunk), chunk_max,
+                                 chunk[0][1].base_offset, chunk[-1][1].last_offset, now)
+                self.active_segment.append(chunk_buf, chunk)
         latest_epoch = self.leader_epochs.latest_epoch
         update = _NO_PRODUCERS
         markers: dict[int, EndTxnMarker | None] = {}

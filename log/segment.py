@@ -43,7 +43,7 @@ Data = Buffer | list[Buffer]
 
 
 def data_size(data: Data) -> int:
-    return sum(len(part) for part in data) if isinstance(data, list) else len(data)
+    return sum(map(len, data)) if isinstance(data, list) else len(data)
 
 
 def segment_name(base_offset: int) -> str:

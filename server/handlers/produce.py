@@ -53,21 +53,20 @@ async def handle(broker: Broker, request: Request) -> Response:
     topics = []
     failed = False
     waiting: list[tuple[PartitionResult, Partition, int]] = []
+    verifying = bool(refused or guards)
     for topic_data in body.topic_data:
         partitions = []
         for data in topic_data.partition_data:
-            key = TopicPartition(topic_data.name, data.index)
-            if key in refused:
-                result, end = _refused(data.index, refused[key]), None
+            key = TopicPartition(topic_data.name, data.index) if verifying else None
+            if key is not None and key in refused:
+                result, appended = _refused(data.index, refused[key]), None
             else:
-                result, end = _append(broker, topic_data.name, data.index, data.records,
-                                      body.acks, guards.get(key))
+                result, appended = _append(broker, topic_data.name, data.index, data.records,
+                                           body.acks, None if key is None else guards.get(key))
             failed = failed or result.error_code != 0
             partitions.append(result)
-            if body.acks == -1 and end is not None:
-                partition = broker.partition(topic_data.name, data.index)
-                assert partition is not None
-                waiting.append((result, partition, end))
+            if body.acks == -1 and appended is not None:
+                waiting.append((result, *appended))
         topics.append((topic_data.name, partitions))
     if waiting:
         await _until_replicated(broker, waiting, body.timeout_ms / 1000)
@@ -118,8 +117,9 @@ def _refused(index: int, error: int) -> PartitionResult:
 
 
 def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks: int,
-            guard: Guard | None = None) -> tuple[PartitionResult, int | None]:
-    """The partition's answer, and the offset after what was appended (None if nothing)."""
+            guard: Guard | None = None) -> tuple[PartitionResult, tuple[Partition, int] | None]:
+    """The partition's answer, and (the partition, the offset after what was appended)
+    when something was."""
     partition = broker.partition(topic, index)
     if guard is not None:
         verifier = broker.txn_verifier
@@ -146,8 +146,8 @@ def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks
         if isinstance(e, RecordValidationError):
             result.record_errors = list(e.record_errors)
         return result, None
-    return PartitionResult(index, NONE, info.first_offset, info.log_append_time,
-                           info.log_start_offset), info.last_offset + 1
+    return (PartitionResult(index, NONE, info.first_offset, info.log_append_time,
+                            info.log_start_offset), (partition, info.last_offset + 1))
 
 
 async def _until_replicated(broker: Broker,
