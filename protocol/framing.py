@@ -28,6 +28,9 @@ RECEIVE_SIZE = 256 * 1024
 # A frame at least this big that has not fully arrived gets a buffer of its own,
 # which the rest of it is received into directly.
 OWN_BUFFER_FROM = 64 * 1024
+# That buffer starts at most this big and doubles as the frame arrives, so a size
+# prefix alone (up to socket.request.max.bytes) never reserves the memory it claims.
+OWN_BUFFER_START = 1024 * 1024
 
 
 def frame(payload: bytes | bytearray | memoryview) -> bytes:
@@ -49,13 +52,15 @@ class FrameDecoder:
     each takes what it received before anyone else receives (one trio thread,
     no await between the receive and `received()`): complete frames are copied
     out of it at once, and the start of an incomplete one is kept. A big frame
-    (``own_buffer_from`` and up) still arriving gets a buffer of exactly its
-    size that the rest of it is received into, so the bulk of a big request
-    (Produce) is copied by the kernel alone and returned as that bytearray.
+    (``own_buffer_from`` and up) still arriving gets a buffer of its own that the
+    rest of it is received into, so the bulk of a big request (Produce) is copied
+    by the kernel alone and returned as that bytearray. The buffer starts at 1 MiB
+    (or twice what has arrived) and doubles as the frame arrives: memory follows
+    the bytes received, not the size claimed.
     """
 
-    __slots__ = ("_scratch", "_partial", "_frames", "_big", "_big_filled", "_max", "_min",
-                 "_own_from", "_broken")
+    __slots__ = ("_scratch", "_partial", "_frames", "_big", "_big_size", "_big_filled", "_max",
+                 "_min", "_own_from", "_broken")
 
     def __init__(
         self,
@@ -74,6 +79,7 @@ class FrameDecoder:
         self._partial = bytearray()
         self._frames: deque[bytes | bytearray] = deque()
         self._big: bytearray | None = None
+        self._big_size = 0  # the frame's size; the buffer grows to it
         self._big_filled = 0
         self._max = max_size
         self._min = min_size
@@ -93,7 +99,7 @@ class FrameDecoder:
         if self._frames:
             return len(self._frames[0])
         if self._big is not None:
-            return len(self._big)
+            return self._big_size
         if len(self._partial) < SIZE_PREFIX_LEN:
             return None
         return int.from_bytes(self._partial[:SIZE_PREFIX_LEN], "big", signed=True)
@@ -103,8 +109,11 @@ class FrameDecoder:
         before anyone else receives into this decoder's scratch buffer."""
         if self._broken:
             raise FramingError("decoder already failed; the stream is out of sync")
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):
+                big += bytes(min(len(big), self._big_size - len(big)))
+            return memoryview(big)[self._big_filled:]
         return memoryview(self._scratch)
 
     def received(self, count: int) -> None:
@@ -113,7 +122,7 @@ class FrameDecoder:
         big = self._big
         if big is not None:
             self._big_filled += count
-            if self._big_filled == len(big):
+            if self._big_filled == self._big_size:
                 self._frames.append(big)
                 self._big = None
             return
@@ -167,9 +176,10 @@ class FrameDecoder:
                 self._frames.append(bytes(data[start:start + size]))
                 pos = start + size
             elif size >= self._own_from:
-                big = self._big = bytearray(size)
-                big[:end - start] = data[start:end]
-                self._big_filled = end - start
+                have = end - start
+                big = self._big = bytearray(min(size, max(OWN_BUFFER_START, 2 * have)))
+                big[:have] = data[start:end]
+                self._big_size, self._big_filled = size, have
                 return end
             else:
                 break

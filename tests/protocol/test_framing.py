@@ -241,3 +241,20 @@ def test_random_bytes_only_raise_framing_errors(chunks):
                 assert MIN_REQUEST_SIZE <= len(f) <= 4096
     except FramingError:
         pass
+
+
+def test_a_claimed_size_alone_does_not_reserve_its_memory():
+    body = bytes(range(256)) * (8 * 1024 * 4)  # 8 MiB
+    data = frame(body)
+    dec = FrameDecoder()
+    receive(dec, data[:1000])
+    target = dec.receive_buffer()
+    # The buffer follows what arrived (1 MiB to start), not the 8 MiB the prefix claims.
+    assert len(target) == 1024 * 1024 - 996
+    target.release()
+    pos = 1000
+    while pos < len(data):
+        pos += receive(dec, data[pos:pos + 300_000])
+    got = dec.next_frame()
+    assert isinstance(got, bytearray) and len(got) == len(body) and got == body
+    assert dec.buffered == 0
