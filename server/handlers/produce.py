@@ -158,28 +158,34 @@ async def _until_replicated(broker: Broker,
     Replicated with fewer in-sync replicas than ``min.insync.replicas`` answers
     NOT_ENOUGH_REPLICAS_AFTER_APPEND; a leader that lost its leadership meanwhile
     answers NOT_LEADER_OR_FOLLOWER."""
+    pending = _settle(broker, waiting)
+    if not pending:
+        return  # the usual case with one replica: nothing to wait for
     deadline = trio.current_time() + timeout_s
-    pending = list(waiting)
-    while True:
-        still = []
-        for response, partition, end in pending:
-            current = broker.partition(partition.topic, partition.index)
-            if current is not partition or not partition.is_leader:
-                response.error_code = NOT_LEADER_OR_FOLLOWER
-            elif partition.high_watermark >= end:
-                if len(partition.isr) < partition.log.config.min_insync_replicas:
-                    response.error_code = NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            else:
-                still.append((response, partition, end))
-        pending = still
+    while pending:
         remaining = deadline - trio.current_time()
-        if not pending:
-            return
         if remaining <= 0:
             for response, _, _ in pending:
                 response.error_code = REQUEST_TIMED_OUT
             return
         await broker.purgatory.wait_any({(p.topic, p.index) for _, p, _ in pending}, remaining)
+        pending = _settle(broker, pending)
+
+
+def _settle(broker: Broker, waiting: list[tuple[PartitionResult, Partition, int]]
+            ) -> list[tuple[PartitionResult, Partition, int]]:
+    """Answer the partitions whose wait is over; return the others."""
+    still = []
+    for response, partition, end in waiting:
+        current = broker.partition(partition.topic, partition.index)
+        if current is not partition or not partition.is_leader:
+            response.error_code = NOT_LEADER_OR_FOLLOWER
+        elif partition.high_watermark >= end:
+            if len(partition.isr) < partition.log.config.min_insync_replicas:
+                response.error_code = NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        else:
+            still.append((response, partition, end))
+    return still
 
 
 HANDLERS = {ApiKey.Produce: handle}
