@@ -201,7 +201,8 @@ def markdown(result: dict[str, Any]) -> str:
         if kernel_rows:
             lines += [
                 "", "The same split into the kernel's part (sys time: system calls, socket and "
-                "page-cache copies) and the broker's own code (user), CPU s/GiB, medians:", "",
+                "page-cache copies, median) and the broker's own code (user: the median total "
+                "less the median sys), CPU s/GiB:", "",
                 "| # | client | josefk sys | Kafka sys | josefk user | Kafka user |",
                 "|---|---|---|---|---|---|",
             ] + kernel_rows

@@ -328,7 +328,7 @@ class Log(LogTransactions):
         if len(headers) == 1:  # a producer's append: one batch, always fits one segment
             max_ts = headers[0]
             self._maybe_roll(data_size(buf), 1, max_ts.max_timestamp, first, last, now)
-            self.segments[-1].append(buf, batches)
+            self.active_segment.append(buf, batches)
         else:
             max_ts = max(headers, key=_by_max_timestamp)
             for chunk_buf, chunk in self._chunks_fitting_indexes(buf, batches):

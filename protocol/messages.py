@@ -5,13 +5,17 @@ Server side, kafka-python is used like this (its own client does the reverse):
 * requests: we parse the header ourselves (`header.py`), then decode the body
   with `Request[version].decode(body)`; its compiled decoders are fast but trust
   their input, so every body is first checked by `_walk` (below), which follows
-  the same schema objects without building anything.
-* responses: `Response[version](...)`, then `with_header(correlation_id=...)`,
-  then `encode(header=True, framed=True)`. Calling `encode(version=...)` after
-  `with_header()` fails (it sets `request_api_version` on the response header),
-  so the version must be fixed first. kafka-python picks response header v1 for
-  flexible versions and v0 otherwise, except ApiVersionsResponse, which always
-  uses v0 (its `encode_header` override), as Kafka requires.
+  the same schema objects without building anything. Produce is the exception:
+  `produce_request.py` decodes it, checking as it goes, and leaves its records
+  in the frame.
+* responses (but Produce's and Metadata's, encoded by hand in
+  `produce_response.py` and `metadata_response.py`): `Response[version](...)`,
+  then `with_header(correlation_id=...)`, then `encode(header=True, framed=True)`.
+  Calling `encode(version=...)` after `with_header()` fails (it sets
+  `request_api_version` on the response header), so the version must be fixed
+  first. kafka-python picks response header v1 for flexible versions and v0
+  otherwise, except ApiVersionsResponse, which always uses v0 (its
+  `encode_header` override), as Kafka requires.
 """
 
 from __future__ import annotations

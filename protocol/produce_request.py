@@ -15,13 +15,12 @@ from typing import NamedTuple
 
 from .exceptions import ProtocolError
 from .header import read_uvarint
+from .primitives import I16, I32
 
 __all__ = ["FIRST_FLEXIBLE", "PartitionProduceData", "ProduceRequestData", "TopicProduceData",
            "decode_produce"]
 
 FIRST_FLEXIBLE = 9
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _MAX_STRING = 0x7FFF
 
@@ -61,7 +60,7 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestData:
             return n - 1
         if pos + width > end:
             raise ProtocolError("truncated length")
-        n = (_INT16 if width == 2 else _INT32).unpack_from(body, pos)[0]
+        n = (I16 if width == 2 else I32).unpack_from(body, pos)[0]
         pos += width
         return n
 
@@ -110,7 +109,7 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestData:
         name = string(nullable=False)
         partitions = []
         for _ in range(count()):
-            index = _INT32.unpack(chunk(4))[0]
+            index = I32.unpack(chunk(4))[0]
             n = length(4)
             partitions.append(PartitionProduceData(index, None if n < 0 else chunk(n)))
             skip_tags()

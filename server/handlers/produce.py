@@ -53,16 +53,15 @@ async def handle(broker: Broker, request: Request) -> Response:
     topics = []
     failed = False
     waiting: list[tuple[PartitionResult, Partition, int]] = []
-    verifying = bool(refused or guards)
     for topic_data in body.topic_data:
         partitions = []
         for data in topic_data.partition_data:
-            key = TopicPartition(topic_data.name, data.index) if verifying else None
-            if key is not None and key in refused:
+            key = TopicPartition(topic_data.name, data.index)
+            if key in refused:
                 result, appended = _refused(data.index, refused[key]), None
             else:
                 result, appended = _append(broker, topic_data.name, data.index, data.records,
-                                           body.acks, None if key is None else guards.get(key))
+                                           body.acks, guards.get(key))
             failed = failed or result.error_code != 0
             partitions.append(result)
             if body.acks == -1 and appended is not None:
