@@ -19,8 +19,11 @@ class Acceptor:
     overflowing clients retry their SYN a second later.
     """
 
-    def __init__(self, listener: trio.SocketListener) -> None:
+    def __init__(self, listener: trio.SocketListener, send_buffer: int = -1) -> None:
+        """`send_buffer`: each connection's SO_SNDBUF (``socket.send.buffer.bytes``);
+        -1 leaves the operating system's default, as in Kafka."""
         sock = listener.socket
+        self._send_buffer = send_buffer
         self._fd = sock.fileno()
         # A second descriptor of the same listening socket, for synchronous accepts.
         self._sock = socket.socket(sock.family, sock.type, sock.proto, fileno=os.dup(self._fd))
@@ -28,6 +31,12 @@ class Acceptor:
 
     def close(self) -> None:
         self._sock.close()
+
+    def _configure(self, conn: socket.socket) -> None:
+        """Kafka's socket options for an accepted connection (trio adds TCP_NODELAY)."""
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self._send_buffer != -1:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
 
     async def accept(self) -> list[trio.SocketStream]:
         """Wait for connections, then return every one already queued (up to MAX_BATCH).
@@ -47,6 +56,7 @@ class Acceptor:
                     if streams:
                         break
                     raise
+                self._configure(conn)
                 streams.append(trio.SocketStream(trio.socket.from_stdlib_socket(conn)))
             if streams:
                 return streams

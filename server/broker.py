@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -392,6 +393,7 @@ class Broker:
                         listener.port, host=listener.bind_host,
                         backlog=self.config.values["socket.listen.backlog.size"])
                     for sock_listener in listeners:
+                        self._set_receive_buffer(sock_listener)
                         self.bound_ports.append(sock_listener.socket.getsockname()[1])
                         nursery.start_soon(self._accept, listener.name, sock_listener,
                                            nursery)
@@ -422,13 +424,20 @@ class Broker:
             with trio.move_on_after(self.config.request_timeout_ms / 1000 * 2):
                 await self.cluster.controlled_shutdown()
 
+    def _set_receive_buffer(self, listener: trio.SocketListener) -> None:
+        """``socket.receive.buffer.bytes`` on the listening socket, which its accepted
+        connections inherit (so the TCP window is sized from it from the first SYN)."""
+        size = self.config.values["socket.receive.buffer.bytes"]
+        if size != -1:
+            listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+
     async def _accept(self, name: str, listener: trio.SocketListener,
                       nursery: trio.Nursery) -> None:
         """Kafka's Acceptor: count each connection against the quotas, then serve it."""
         quotas = self.quotas
         assert quotas is not None
         failures = 0
-        acceptor = Acceptor(listener)
+        acceptor = Acceptor(listener, self.config.values["socket.send.buffer.bytes"])
         async with listener:
             try:
                 while True:

@@ -7,6 +7,7 @@ so each test controls exactly which address counts what.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import struct
 import subprocess
@@ -203,3 +204,41 @@ async def test_socket_listen_backlog_size_is_the_listening_sockets_backlog(
                              text=True, check=True).stdout.split()
     # ss shows a listening socket's accept-queue limit as its Send-Q (third column).
     assert int(out[2]) == int(backlog or 50)  # Kafka's default is 50
+
+
+def _socket_buffers(local_port: int, peer_port: int) -> dict[str, int]:
+    """The kernel's receive and send buffer limits (``rb``, ``tb``) of the broker's end
+    of one connection, from ``ss -m``; the kernel doubles what SO_*BUF asked for."""
+    out = subprocess.run(["ss", "-tnmH", "state", "established",
+                          f"( sport = :{local_port} and dport = :{peer_port} )"],
+                         capture_output=True, text=True, check=True).stdout
+    skmem = out[out.index("skmem:(") + 7:out.index(")", out.index("skmem:("))]
+    fields = dict(re.fullmatch(r"([a-z_]+)(\d+)", part).groups() for part in skmem.split(","))
+    return {"rb": int(fields["rb"]), "tb": int(fields["tb"])}
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+@pytest.mark.parametrize(("send", "receive"), [("65536", "32768"), (None, None)])
+async def test_socket_buffer_sizes_are_each_connections_so_sndbuf_and_so_rcvbuf(
+        tmp_path: Path, send: str | None, receive: str | None) -> None:
+    overrides = {} if send is None else {"socket_send_buffer_bytes": send,
+                                         "socket_receive_buffer_bytes": receive}
+    async with running(tmp_path, **overrides) as broker:
+        stream = await connect(broker)
+        assert await answered(stream)
+        buffers = _socket_buffers(broker.bound_ports[0], stream.socket.getsockname()[1])
+    # Kafka's defaults are 102400 for both.
+    assert buffers == {"rb": 2 * int(receive or 102400), "tb": 2 * int(send or 102400)}
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2)")
+async def test_socket_buffer_sizes_of_minus_one_leave_the_kernels_autotuning(
+        tmp_path: Path) -> None:
+    async with running(tmp_path, socket_send_buffer_bytes="-1",
+                       socket_receive_buffer_bytes="-1") as broker:
+        stream = await connect(broker)
+        assert await answered(stream)
+        buffers = _socket_buffers(broker.bound_ports[0], stream.socket.getsockname()[1])
+    # Unlocked buffers start from net.ipv4.tcp_rmem / tcp_wmem's defaults, not 2 × 102400.
+    rmem = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[1])
+    assert buffers["rb"] == rmem and buffers["tb"] != 2 * 102400
