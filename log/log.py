@@ -442,11 +442,12 @@ class Log(LogTransactions):
         if header.last_offset >= limit:
             return EMPTY_SLICE
         end = segment.size
-        next_base = self._next_base_offset(segment)
-        if next_base is None or limit < next_base:
-            bound = segment.translate_offset(limit, position)
-            if bound is not None:
-                end = bound[0]
+        if limit < self.log_end_offset:  # else the segment's own end bounds the slice
+            next_base = self._next_base_offset(segment)
+            if next_base is None or limit < next_base:
+                bound = segment.translate_offset(limit, position)
+                if bound is not None:
+                    end = bound[0]
         size = max(max_bytes, header.size) if min_one_message else max_bytes
         length = min(end - position, size)
         return FetchSlice(segment, position, length) if length > 0 else EMPTY_SLICE

@@ -8,8 +8,9 @@ Server side, kafka-python is used like this (its own client does the reverse):
   the same schema objects without building anything. Produce is the exception:
   `produce_request.py` decodes it, checking as it goes, and leaves its records
   in the frame.
-* responses (but Produce's and Metadata's, encoded by hand in
-  `produce_response.py` and `metadata_response.py`): `Response[version](...)`,
+* responses (but Produce's, Fetch's and Metadata's, encoded by hand in
+  `produce_response.py`, `fetch_response.py` and `metadata_response.py`):
+  `Response[version](...)`,
   then `with_header(correlation_id=...)`, then `encode(header=True, framed=True)`.
   Calling `encode(version=...)` after `with_header()` fails (it sets
   `request_api_version` on the response header), so the version must be fixed

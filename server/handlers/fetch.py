@@ -9,7 +9,8 @@ bring it back into the ISR), and gets the diverging epoch when its last fetched
 epoch does not match the leader's log (KIP-320 truncation on fetch).
 
 Record bytes of a large slice are not read into Python: the slice of a segment
-file becomes a FileRegion sent with sendfile after the encoded response parts.
+file becomes a FileRegion, a part of the response of its own that the connection
+sends with sendfile (protocol/fetch_response.py encodes around it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer import FetchResponse
 
 from josefk.cluster.partition import FetchClock, PartitionError
 from josefk.log.errors import StorageError
@@ -31,8 +31,8 @@ from josefk.protocol.error_codes import (
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from josefk.protocol.header import is_flexible
-from josefk.protocol.messages import Request, encode_response
+from josefk.protocol.fetch_response import FetchedTopic, encode_fetch_response
+from josefk.protocol.messages import Request
 from josefk.server.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -43,18 +43,14 @@ from josefk.server.fetch_sessions import (
 )
 from josefk.server.handlers import Response
 from josefk.server.purgatory import follower_key
-from josefk.server.zero_copy import FileRegion, new_sentinel, splice
+from josefk.server.zero_copy import FileRegion
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
-FETCH = 1
 #: Record slices up to this size are read into the response, larger ones sent with sendfile.
 COPY_MAX = 64 * 1024
 READ_COMMITTED = 1
-
-TopicResp = FetchResponse.FetchableTopicResponse
-PartitionResp = TopicResp.PartitionData
 
 
 @dataclass
@@ -393,46 +389,22 @@ def _diverging(partition: Any, r: PartitionRead) -> bool:
 
 def _encode(request: Request, reads: list[PartitionRead], session_id: int = 0,
             error_code: int = 0) -> Response:
-    version = request.api_version
-    regions: dict[bytes, FileRegion] = {}
-    topics: list[Any] = []
-    current: tuple[Any, Any] | None = None
+    topics: list[FetchedTopic] = []
+    current: tuple[Any, list[PartitionRead]] | None = None
+    v13 = request.api_version >= 13
     for r in reads:
-        records = r.records
-        if r.region is not None:
-            records = new_sentinel()
-            regions[records] = r.region
-        part = PartitionResp(
-            partition_index=r.index, error_code=r.error_code, high_watermark=r.high_watermark,
-            last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
-            aborted_transactions=_aborted(r.aborted), preferred_read_replica=-1,
-            records=records)
-        if r.diverging_epoch is not None and version >= 12:
-            part.diverging_epoch = PartitionResp.EpochEndOffset(
-                epoch=r.diverging_epoch[0], end_offset=r.diverging_epoch[1])
-        key = (r.topic_id, r.topic) if version >= 13 else (None, r.topic)
+        key = (r.topic_id, r.topic) if v13 else r.topic
         if current is None or current[0] != key:
-            topic = TopicResp(topic=r.topic or "", topic_id=r.topic_id or uuid.UUID(int=0),
-                              partitions=[])
-            topics.append(topic)
-            current = (key, topic)
-        current[1].partitions.append(part)
-    fields = {"throttle_time_ms": 0, "error_code": error_code, "session_id": session_id,
-              "responses": topics}
-    frame = encode_response(FETCH, version, request.correlation_id, fields)
+            current = (key, [])
+            topics.append((r.topic, r.topic_id, current[1]))
+        current[1].append(r)
     try:
-        return splice(frame, regions, is_flexible(FETCH, version))
+        return encode_fetch_response(request.api_version, request.correlation_id, topics,
+                                     error_code, session_id)
     except Exception:
-        for region in regions.values():
-            region.close()
+        for r in reads:
+            r.release()
         raise
-
-
-def _aborted(aborted: list[tuple[int, int]] | None) -> list[Any] | None:
-    if aborted is None:
-        return None
-    return [PartitionResp.AbortedTransaction(producer_id=pid, first_offset=first)
-            for pid, first in aborted]
 
 
 HANDLERS = {ApiKey.Fetch: handle}
