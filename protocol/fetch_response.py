@@ -104,8 +104,9 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[Fe
     if flexible:
         out.append(NO_TAGS)
     chunk = b"".join(out)
-    parts.append(chunk)
-    total += len(chunk)
+    if chunk:  # nothing follows the last records before v12
+        parts.append(chunk)
+        total += len(chunk)
     parts.insert(0, I32.pack(total))
     return parts
 
