@@ -5,6 +5,7 @@ a time). Requests and responses are kafka-python message classes."""
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 from typing import Any
 
@@ -20,8 +21,12 @@ class PeerError(Exception):
 class PeerConnection:
     """Lazily connected; a failed request closes the socket and the next reconnects."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
+                 receive_buffer: int = -1) -> None:
+        """`receive_buffer`: the socket's SO_RCVBUF (a follower's
+        ``replica.socket.receive.buffer.bytes``); -1 leaves the kernel's default."""
         self.host, self.port = host, port
+        self.receive_buffer = receive_buffer
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._stream: trio.SocketStream | None = None
@@ -43,6 +48,9 @@ class PeerConnection:
     async def _exchange(self, request: Any, version: int) -> Any:
         if self._stream is None:
             self._stream = await trio.open_tcp_stream(self.host, self.port)
+            if self.receive_buffer != -1:
+                self._stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                                               self.receive_buffer)
         self._correlation_id += 1
         cid = self._correlation_id
         request.with_header(correlation_id=cid, client_id=self.client_id)

@@ -105,6 +105,7 @@ class ReplicaFetcher:
         self.partition_max_bytes = values["replica.fetch.max.bytes"]
         self.backoff_s = values["replica.fetch.backoff.ms"] / 1000
         self.timeout_s = values["replica.socket.timeout.ms"] / 1000
+        self.receive_buffer = values["replica.socket.receive.buffer.bytes"]
         self.session = FetchSessionHandler()
 
     def add(self, tp: TP) -> None:
@@ -136,7 +137,7 @@ class ReplicaFetcher:
                         await peer.aclose()
                     self.session.reset()
                     peer = PeerConnection(*endpoint, f"broker-{self.host.node_id}-fetcher-0",
-                                          self.timeout_s)
+                                          self.timeout_s, self.receive_buffer)
                 try:
                     await self._round(peer)
                 except PeerError as e:

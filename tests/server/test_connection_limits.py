@@ -1,4 +1,5 @@
-"""max.connections, max.connections.per.ip and its overrides, as Kafka's ConnectionQuotas.
+"""max.connections, max.connections.per.ip and its overrides, as Kafka's ConnectionQuotas;
+and the socket options of connections (listen backlog, buffer sizes).
 
 Brokers run in-process; clients connect from other loopback addresses (127.0.0.2, ...)
 so each test controls exactly which address counts what.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import socket
 import struct
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +25,7 @@ from josefk.server.broker import Broker
 from josefk.server.config import load_config
 from josefk.server.config_values import ConfigError
 from josefk.server.connection_quotas import ip_of
+from josefk.server.peer import PeerConnection
 
 REJECTED = "Rejected connection from {}, address already has the configured maximum of {} " \
            "connections."
@@ -242,3 +245,21 @@ async def test_socket_buffer_sizes_of_minus_one_leave_the_kernels_autotuning(
     # Unlocked buffers start from net.ipv4.tcp_rmem / tcp_wmem's defaults, not 2 × 102400.
     rmem = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[1])
     assert buffers["rb"] == rmem and buffers["tb"] != 2 * 102400
+
+
+@pytest.mark.parametrize("size", [32768, -1])
+async def test_a_followers_connection_has_replica_socket_receive_buffer_bytes(
+        tmp_path: Path, size: int) -> None:
+    async with running(tmp_path) as broker:
+        peer = PeerConnection("127.0.0.1", broker.bound_ports[0], "broker-1-fetcher-0", 5,
+                              receive_buffer=size)
+        try:
+            response = await peer.request(ApiVersionsRequest[0](), 0)
+            assert response.error_code == 0
+            assert peer._stream is not None
+            got = peer._stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        finally:
+            await peer.aclose()
+    # The kernel doubles what was asked; without a size, tcp_rmem's default stands.
+    rmem = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[1])
+    assert got == (2 * size if size != -1 else rmem)
