@@ -331,7 +331,8 @@ class ModelBroker:
             values={"replica.fetch.wait.max.ms": 0, "replica.fetch.min.bytes": 1,
                     "replica.fetch.response.max.bytes": 10 << 20,
                     "replica.fetch.max.bytes": machine.fetch_max_bytes,
-                    "replica.fetch.backoff.ms": 1000, "replica.socket.timeout.ms": 30_000})
+                    "replica.fetch.backoff.ms": 1000, "replica.socket.timeout.ms": 30_000,
+                    "replica.socket.receive.buffer.bytes": 65536})
         # As open_replica_partition: a replica not leading or following anything yet.
         self.partition_ = Partition(topic=TOPIC, index=0, topic_id=TOPIC_ID, log=log,
                                     node_id=node_id, replicas=list(machine.assignment),

@@ -31,6 +31,7 @@ CONFIG = SimpleNamespace(values={
     "replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
     "replica.fetch.response.max.bytes": 10 << 20, "replica.fetch.max.bytes": 1 << 20,
     "replica.fetch.backoff.ms": 100, "replica.socket.timeout.ms": 30_000,
+    "replica.socket.receive.buffer.bytes": 65536,
 })
 
 
