@@ -39,7 +39,7 @@ from typing import Any
 from bench import workloads
 from bench.brokers import QUIET_CLIENT, REPO
 from bench.cluster_brokers import BROKER_IDS, Cluster
-from bench.cpu import CLK_TCK, cpu_seconds
+from bench.cpu import CLK_TCK, cpu_seconds, machine_ticks
 from bench.workloads import client_command
 
 KIB = 1024
@@ -253,15 +253,6 @@ def replica_bytes(cluster: Cluster, topic: str, partitions: int) -> dict[int, di
                         total += seg.stat().st_size
             out[p][broker_id] = total
     return out
-
-
-def machine_ticks() -> tuple[int, int]:
-    """(busy, steal) clock ticks of all CPUs so far, from /proc/stat: busy is everything but
-    idle, iowait and steal (guest time is already inside user)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return user + nice + system + irq + softirq, steal
 
 
 def check(cluster: Cluster, topic: str, plan: Plan, expected: int, sent: int,

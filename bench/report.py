@@ -128,6 +128,11 @@ def aggregate(rounds: list[dict[str, dict[str, dict[str, Any]]]]) -> dict[str, A
                       is not None and o["detail"].get("gib")]
             if kernel:
                 entry[kind]["kernel_median"] = statistics.median(kernel)
+            machine = [o["detail"]["machine_cpu_s"] / o["detail"]["gib"] for o in outcomes
+                       if o["status"] == "ok" and o.get("detail", {}).get("machine_cpu_s")
+                       is not None and o["detail"].get("gib")]
+            if machine:
+                entry[kind]["machine_median"] = statistics.median(machine)
         if not entry:
             continue
         j, k = entry.get("josefk", {}).get("median"), entry.get("kafka", {}).get("median")
@@ -206,6 +211,16 @@ def markdown(result: dict[str, Any]) -> str:
                 "| # | client | josefk sys | Kafka sys | josefk user | Kafka user |",
                 "|---|---|---|---|---|---|",
             ] + kernel_rows
+        machine_rows = _machine_rows(summary)
+        if machine_rows:
+            lines += [
+                "", "The whole machine's CPU over the same windows (every CPU's busy time from "
+                "/proc/stat: broker, clients and kernel threads), per GiB. On loopback the "
+                "kernel charges one side's TCP work to whichever process wakes the other, so "
+                "this is the figure such shifts do not move:", "",
+                "| # | client | josefk | Apache Kafka | josefk / Kafka |",
+                "|---|---|---|---|---|",
+            ] + machine_rows
     lines += ["", "## Machine", ""]
     disk = m["disk"]
     lines += [
@@ -277,6 +292,20 @@ def _kernel_rows(summary: dict[str, Any]) -> list[str]:
                                            else total - kernel)))
         (js, ju), (ks, ku) = cells
         rows.append(f"| {meas.workload} | {meas.client} | {js} | {ks} | {ju} | {ku} |")
+    return rows
+
+
+def _machine_rows(summary: dict[str, Any]) -> list[str]:
+    """Per CPU measure: the whole machine's CPU s/GiB under each broker (medians)."""
+    rows = []
+    for key, meas in MEASURES.items():
+        entry = summary.get(key, {})
+        j = entry.get("josefk", {}).get("machine_median")
+        k = entry.get("kafka", {}).get("machine_median")
+        if meas.unit != CPU_UNIT or (j is None and k is None):
+            continue
+        ratio = fmt(j / k) if j is not None and k else "–"
+        rows.append(f"| {meas.workload} | {meas.client} | {fmt(j)} | {fmt(k)} | {ratio} |")
     return rows
 
 
