@@ -34,8 +34,8 @@ _TOP = struct.Struct(">ihi")  # throttle time, error code, session id
 # The partition's tagged fields when only the diverging epoch (tag 0) is set:
 # one field, tag 0, 13 bytes (epoch, end offset, the struct's own empty tags).
 _DIVERGING = struct.Struct(">BBBiqB")
-_NULL_RECORDS = {False: I32.pack(-1), True: b"\x00"}
-_NO_ABORTED = {False: I32.pack(-1), True: b"\x00"}
+# A null array or records: length -1, or compact length 0 when flexible.
+_NULL = {False: I32.pack(-1), True: b"\x00"}
 _ZERO_UUID = bytes(16)
 
 
@@ -118,7 +118,7 @@ def _partition(out: list[bytes], p: FetchedPartition, version: int, flexible: bo
         out.append(_I64.pack(p.log_start_offset))
     aborted = p.aborted
     if aborted is None:
-        out.append(_NO_ABORTED[flexible])
+        out.append(_NULL[flexible])
     else:
         out.append(array_len(len(aborted), flexible))
         for producer_id, first_offset in aborted:
@@ -131,7 +131,7 @@ def _partition(out: list[bytes], p: FetchedPartition, version: int, flexible: bo
 
 def _records(out: list[bytes], records: bytes | None, flexible: bool) -> None:
     if records is None:
-        out.append(_NULL_RECORDS[flexible])
+        out.append(_NULL[flexible])
         return
     out.append(uvarint(len(records) + 1) if flexible else I32.pack(len(records)))
     out.append(records)
