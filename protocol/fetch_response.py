@@ -21,14 +21,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
-from josefk.protocol.primitives import I32, NO_TAGS, array_len, string
-from josefk.protocol.varint import uvarint
+from josefk.protocol.primitives import I32, I64, NO_TAGS, array_len, string
 
 __all__ = ["FetchedPartition", "FetchedTopic", "encode_fetch_response"]
 
 FLEXIBLE_VERSION = 12
 _PARTITION = struct.Struct(">ihq")
-_I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")
 _TOP = struct.Struct(">ihi")  # throttle time, error code, session id
 # The partition's tagged fields when only the diverging epoch (tag 0) is set:
@@ -90,7 +88,8 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[Fe
             _partition(out, p, version, flexible)
             region = p.region
             if region is not None:
-                out.append(uvarint(region.length + 1) if flexible else I32.pack(region.length))
+                # Records are sized as an array is: int32, or compact (+1) when flexible.
+                out.append(array_len(region.length, flexible))
                 chunk = b"".join(out)
                 parts += [chunk, region]
                 total += len(chunk) + region.length
@@ -113,9 +112,9 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[Fe
 
 def _partition(out: list[bytes], p: FetchedPartition, version: int, flexible: bool) -> None:
     out.append(_PARTITION.pack(p.index, p.error_code, p.high_watermark))
-    out.append(_I64.pack(p.last_stable_offset))
+    out.append(I64.pack(p.last_stable_offset))
     if version >= 5:
-        out.append(_I64.pack(p.log_start_offset))
+        out.append(I64.pack(p.log_start_offset))
     aborted = p.aborted
     if aborted is None:
         out.append(_NULL[flexible])
@@ -133,7 +132,7 @@ def _records(out: list[bytes], records: bytes | None, flexible: bool) -> None:
     if records is None:
         out.append(_NULL[flexible])
         return
-    out.append(uvarint(len(records) + 1) if flexible else I32.pack(len(records)))
+    out.append(array_len(len(records), flexible))
     out.append(records)
 
 
