@@ -20,7 +20,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -64,6 +63,7 @@ from josefk.cluster.txn_offsets import (
     offset_records,
     validate_txn_commit,
 )
+from josefk.log.clock import now_ms
 from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.record_batch import HEADER_SIZE, RecordBatchError
 
@@ -72,10 +72,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 RECORD_OVERHEAD = 32  # a record's framing in a batch, generously
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size's default
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GroupCoordinator:

@@ -14,7 +14,6 @@ fenced producer is refused at once.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -46,6 +45,7 @@ from josefk.cluster.txn_state import (
     is_epoch_exhausted,
     replay,
 )
+from josefk.log.clock import now_ms
 from josefk.protocol import error_codes as ec
 
 logger = logging.getLogger(__name__)
@@ -59,10 +59,6 @@ _RETRIABLE_MARKER_ERRORS = frozenset({
 _FATAL_MARKER_ERRORS = frozenset({
     ec.CORRUPT_MESSAGE, ec.MESSAGE_TOO_LARGE, ec.RECORD_LIST_TOO_LARGE,
     ec.INVALID_REQUIRED_ACKS})
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)

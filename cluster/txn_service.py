@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable, Iterable
 import trio
 from kafka.errors import KafkaError
 
-from josefk.cluster.group_coordinator import now_ms
 from josefk.cluster.group_records import build_batch, read_batches
 from josefk.cluster.metadata import BrokerInfo, ClusterError
 from josefk.cluster.partition import PartitionError
@@ -37,6 +36,7 @@ from josefk.cluster.txn_effects import (
 from josefk.cluster.txn_host import TxnHost
 from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC, TopicPartition
 from josefk.cluster.txn_state import IllegalTxnTransition, TxnError
+from josefk.log.clock import now_ms
 from josefk.log.log import Log, OffsetOutOfRangeError
 from josefk.protocol import error_codes as ec
 from josefk.protocol.record_batch import RecordBatchError

@@ -17,7 +17,8 @@ from josefk.log.checkpoint import CorruptCheckpointError, read_offsets
 from josefk.log.cleaner import CleaningPlan, SourceSegment
 from josefk.log.cleaner_swap import CleanedSegmentWriter
 from josefk.log.cleaner_txn import LastRecord
-from josefk.log.log import Log, now_ms
+from josefk.log.clock import now_ms
+from josefk.log.log import Log
 from josefk.log.manager import LogManager, TopicPartition
 from josefk.log.segment import LogSegment
 from josefk.log.txn_index import AbortedTxn

@@ -9,9 +9,9 @@ the first unstable offset and the last stable offset (Kafka's UnifiedLog).
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
 
+from josefk.log.clock import now_ms
 from josefk.log.producer_state import CompletedTxn, OnCompleted, ProducerStateManager
 from josefk.log.segment import Data, LogSegment
 from josefk.log.txn_index import AbortedTxn
@@ -60,7 +60,7 @@ class LogTransactions:
         TransactionCoordinatorFencedError (52) for an older coordinator epoch than the
         producer's last marker; nothing is written then.
         """
-        now = int(time.time() * 1000) if now is None else now
+        now = now_ms() if now is None else now
         self.producer_state.validate_marker(producer_id, producer_epoch, coordinator_epoch)
         buf = encode_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, now,
                                   base_offset=self.log_end_offset, leader_epoch=leader_epoch)

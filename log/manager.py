@@ -25,9 +25,10 @@ from josefk.log.checkpoint import (
     write_atomic,
     write_offsets,
 )
+from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
 from josefk.log.file_cache import FILES
-from josefk.log.log import Log, now_ms
+from josefk.log.log import Log
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from kafka.record.default_records import DefaultRecordBatch
 
+from josefk.log.clock import now_ms
 from josefk.log.file_cache import FILES, CachedFile
 from josefk.log.index import CorruptIndexError
 from josefk.log.offset_index import OffsetIndex
@@ -87,7 +87,7 @@ class LogSegment:
         self.time_index = TimeIndex(stem.with_suffix(TIME_INDEX_SUFFIX), base_offset,
                                     max_index_size, writable=active)
         self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX), base_offset)
-        self.created_ms = int(time.time() * 1000)
+        self.created_ms = now_ms()
         self.bytes_since_last_index_entry = 0
         # Loaded lazily from the time index for a segment that already has data.
         self._max_timestamp: TimestampOffset | None = (

@@ -20,8 +20,8 @@ from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.cluster.txn_log import TopicPartition
 from josefk.cluster.txn_service import TxnService
 from josefk.cluster.txn_state import TxnError
+from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
-from josefk.log.log import now_ms
 from josefk.log.manager import LogManager, write_checkpoints
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS

@@ -29,7 +29,7 @@ from josefk.cluster.metadata_cache import MetadataCache
 from josefk.cluster.partition import Partition, PartitionView
 from josefk.cluster.zk_store import ZkMetadataStore
 from josefk.cluster.znodes import BrokerRegistration, Endpoint
-from josefk.log.log import now_ms
+from josefk.log.clock import now_ms
 from josefk.log.partition_metadata import (
     kafka_uuid_str,
     random_kafka_uuid,

@@ -23,8 +23,8 @@ from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
 from josefk.cluster.partition import Partition
 from josefk.cluster.truncation import truncation_point
+from josefk.log.clock import now_ms
 from josefk.log.leader_epoch import UNDEFINED_EPOCH
-from josefk.log.log import now_ms
 from josefk.protocol.controller_messages import AlterPartitionRequest
 from josefk.protocol.error_codes import NONE, OFFSET_OUT_OF_RANGE
 from josefk.protocol.record_batch import RecordBatchError

@@ -23,8 +23,9 @@ import trio
 from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.partition import FetchClock, PartitionError
+from josefk.log.clock import now_ms
 from josefk.log.errors import StorageError
-from josefk.log.log import OffsetOutOfRangeError, now_ms
+from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.error_codes import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,

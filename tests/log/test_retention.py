@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from josefk.log.log import Log, OffsetOutOfRangeError, now_ms
+from josefk.log.clock import now_ms
+from josefk.log.log import Log, OffsetOutOfRangeError
 
 from .conftest import BASE_TS, build_batch, files_with, seg_name
 

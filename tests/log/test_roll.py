@@ -6,7 +6,8 @@ import struct
 
 import pytest
 
-from josefk.log.log import Log, now_ms
+from josefk.log.clock import now_ms
+from josefk.log.log import Log
 from josefk.log.segment import INT32_MAX
 
 from .conftest import BASE_TS, assert_valid_prefix, build_batch, files_with, log_batches, seg_name
