@@ -14,15 +14,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
 
 from josefk.cluster import znodes as zn
+from josefk.cluster.controller_brokers import BrokerLifecycle
 from josefk.cluster.controller_context import TP, ControllerContext, RequestBatch
+from josefk.cluster.controller_isr import IsrChanges
 from josefk.cluster.controller_parts import Reassignment, TopicDeletion
+from josefk.cluster.controller_pipeline import ControllerMovedError, first_leaf, for_each
 from josefk.cluster.controller_requests import ControllerChannel
 from josefk.cluster.controller_states import PartitionState, ReplicaState
 from josefk.cluster.leader_election import (
@@ -46,14 +49,9 @@ from josefk.cluster.zookeeper import (
     ZooKeeper,
 )
 from josefk.protocol.error_codes import (
-    BROKER_NOT_AVAILABLE,
     ELECTION_NOT_NEEDED,
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    FENCED_LEADER_EPOCH,
-    INELIGIBLE_REPLICA,
-    INVALID_UPDATE_VERSION,
     NONE,
-    NOT_CONTROLLER,
     PREFERRED_LEADER_NOT_AVAILABLE,
     STALE_BROKER_EPOCH,
     UNKNOWN_SERVER_ERROR,
@@ -63,12 +61,7 @@ from josefk.protocol.error_codes import (
 logger = logging.getLogger(__name__)
 
 
-
 PRODUCER_ID_BLOCK_SIZE = 1000
-
-
-class ControllerMovedError(Exception):
-    """Another broker is controller now: this one stops acting at once."""
 
 
 @dataclass(frozen=True)
@@ -83,50 +76,7 @@ class ControllerConfig:
 Event = Callable[[], Awaitable[Any]]
 
 
-def _first_leaf(group: BaseException) -> BaseException:
-    while isinstance(group, BaseExceptionGroup):
-        group = group.exceptions[0]
-    return group
-
-
-@dataclass(frozen=True)
-class AlterIsr:
-    """One partition of an AlterPartition request."""
-
-    tp: TP
-    leader_epoch: int
-    new_isr: tuple[int, ...]
-    partition_epoch: int
-    leader_recovery_state: int = 0
-
-
-#: Partition state writes (and reads) the controller keeps in flight at once.
-ZK_PIPELINE = 64
-
-
-async def for_each(items: Iterable[Any], fn: Callable[[Any], Awaitable[None]],
-                   limit: int = ZK_PIPELINE) -> None:
-    """``await fn(item)`` for every item, up to ``limit`` at a time. Each partition's state
-    is a znode of its own: written one after another, 10,000 partitions cost 10,000
-    ZooKeeper round trips in sequence; pipelined, as Kafka's controller sends them
-    (asynchronously, all at once), a fraction of that. ``fn`` touches only its own
-    item's state. A ControllerMovedError among the failures is what is raised."""
-    limiter = trio.CapacityLimiter(limit)
-
-    async def one(item: Any) -> None:
-        async with limiter:
-            await fn(item)
-
-    try:
-        async with trio.open_nursery() as nursery:
-            for item in items:
-                nursery.start_soon(one, item)
-    except BaseExceptionGroup as group:
-        moved, _ = group.split(ControllerMovedError)
-        raise _first_leaf(moved if moved is not None else group) from None
-
-
-class Controller(TopicDeletion, Reassignment):
+class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
     """The controller's work while this broker holds ``/controller`` at ``epoch``."""
 
     def __init__(self, zk: ZooKeeper, channel: ControllerChannel, broker_id: int,
@@ -202,7 +152,7 @@ class Controller(TopicDeletion, Reassignment):
             # The nursery wraps what ended the controller; hand a lone cause on bare.
             ended, rest = group.split((ControllerMovedError, ZkError))
             if ended is not None and rest is None:
-                raise _first_leaf(ended) from None
+                raise first_leaf(ended) from None
             raise
         finally:
             self._send.close()
@@ -464,105 +414,6 @@ class Controller(TopicDeletion, Reassignment):
                        self.broker_id, *tp)
         batch.update_metadata(ctx.brokers, [tp])
 
-    async def _remove_from_isr(self, brokers: Collection[int], partitions: Iterable[TP],
-                               batch: RequestBatch) -> None:
-        """Drop dead or stopping followers from ISRs (Kafka's removeReplicasFromIsr). The
-        ISR never becomes empty: its last member stays, so that the partition can come
-        back without an unclean election when that replica returns."""
-        ctx = self.ctx
-
-        async def remove(tp: TP) -> None:
-            for _ in range(3):
-                li = ctx.leader_isr.get(tp)
-                if li is None or li.leader in brokers:
-                    return
-                isr = tuple(b for b in li.isr if b not in brokers) or li.isr[-1:]
-                if isr == li.isr:
-                    return
-                new = LeaderIsr(li.leader, li.leader_epoch + 1, isr, ctx.epoch,
-                                li.leader_recovery_state)
-                if await self._write_leader_isr(tp, new) is not None:
-                    batch.leader_and_isr([b for b in ctx.assignments[tp] if b in ctx.brokers
-                                          and b not in brokers], tp)
-                    return
-
-        await for_each(partitions, remove)
-
-    # --- broker membership ---------------------------------------------------------------
-
-    async def on_broker_change(self) -> None:
-        ctx = self.ctx
-        ids = await self.zk.get_children(zn.BROKER_IDS, self._watch(self.on_broker_change))
-        current = await self._read_brokers(ids)
-        dead = [b for b in ctx.brokers if b not in current]
-        new = [b for b in current if b not in ctx.brokers]
-        bounced = [b for b in current
-                   if b in ctx.brokers and current[b].epoch != ctx.brokers[b].epoch]
-        if not (dead or new or bounced):
-            return
-        logger.info("controller %d: brokers new %s, dead %s, bounced %s; live now %s",
-                    self.broker_id, new, dead, bounced, sorted(current))
-        for broker_id in dead + bounced:
-            self.channel.remove_broker(broker_id)
-        if dead or bounced:
-            await self._on_broker_failure(dead + bounced, current)
-        ctx.brokers = current
-        for broker_id in new + bounced:
-            self.channel.add_broker(current[broker_id])
-        if new or bounced:
-            await self._on_broker_startup(new + bounced)
-
-    async def _on_broker_failure(self, failed: list[int],
-                                 current: dict[int, BrokerRegistration]) -> None:
-        ctx = self.ctx
-        # Bounced brokers are back under a new epoch: fail them over like dead ones, then
-        # bring them up again.
-        ctx.brokers = {b: r for b, r in ctx.brokers.items() if b not in failed}
-        ctx.shutting_down -= set(failed)
-        led = [tp for b in failed for tp in ctx.partitions_led_by(b)
-               if tp[0] not in ctx.topics_to_delete]
-        for tp in led:
-            ctx.move_partition(tp, PartitionState.OFFLINE)
-        for broker_id in failed:
-            for tp in ctx.partitions_on(broker_id):
-                if ctx.replica_state(tp, broker_id) is ReplicaState.DELETION_STARTED:
-                    # Its deletion is retried when it comes back (TopicDeletionManager).
-                    ctx.move_replica(tp, broker_id, ReplicaState.DELETION_INELIGIBLE)
-                elif tp[0] not in ctx.topics_to_delete:
-                    ctx.move_replica(tp, broker_id, ReplicaState.OFFLINE)
-        await self._trigger_online_state_change(led)
-        batch = self._batch()
-        followers = [tp for b in failed for tp in ctx.partitions_on(b) if tp not in led]
-        await self._remove_from_isr(failed, followers, batch)
-        batch.update_metadata(ctx.brokers, [])
-        batch.send()
-
-    async def _on_broker_startup(self, started: list[int]) -> None:
-        ctx = self.ctx
-        batch = self._batch()
-        batch.update_metadata([b for b in ctx.brokers if b not in started])
-        batch.send()
-        # The new brokers learn the cluster before their LeaderAndIsr: a Kafka broker
-        # refuses to follow a leader its metadata cache does not know.
-        full = self._batch()
-        full.update_metadata(started, ctx.all_partitions())
-        full.send()
-        replicas = self._batch()
-        for broker_id in started:
-            for tp in ctx.partitions_on(broker_id):
-                if tp[0] in ctx.topics_to_delete:
-                    continue
-                ctx.move_replica(tp, broker_id, ReplicaState.ONLINE)
-                if tp in ctx.leader_isr:
-                    replicas.leader_and_isr([broker_id], tp)
-        replicas.send()
-        await self._trigger_online_state_change()
-        if ctx.topics_to_delete:
-            await self._process_deletions()
-        for tp, target in list(ctx.reassignments.items()):
-            if set(target) & set(started):
-                await self._continue_reassignment(tp, target)
-
     # --- topics -------------------------------------------------------------------------------
 
     async def on_topic_change(self) -> None:
@@ -618,30 +469,6 @@ class Controller(TopicDeletion, Reassignment):
 
     # --- requests from brokers and admin clients ----------------------------------------------
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[TP]]:
-        """Move leaderships and ISR memberships off a stopping broker; returns the error
-        and the partitions it still leads (no other ISR member to take over)."""
-        ctx = self.ctx
-        registration = ctx.brokers.get(broker_id)
-        if registration is None:
-            return BROKER_NOT_AVAILABLE, []
-        if broker_epoch != -1 and broker_epoch < registration.epoch:
-            return STALE_BROKER_EPOCH, []
-        ctx.shutting_down.add(broker_id)
-        logger.info("controller %d: controlled shutdown of broker %d", self.broker_id, broker_id)
-        led = [tp for tp in ctx.partitions_led_by(broker_id) if len(ctx.assignments[tp]) > 1]
-        followers = [tp for tp in ctx.partitions_on(broker_id)
-                     if tp in ctx.leader_isr and ctx.leader_isr[tp].leader != broker_id]
-        await self._elect(led, "controlled_shutdown")
-        batch = self._batch()
-        for tp in followers:
-            batch.stop_replica(broker_id, tp, delete=False)
-            ctx.move_replica(tp, broker_id, ReplicaState.OFFLINE)
-        await self._remove_from_isr([broker_id], followers, batch)
-        batch.send()
-        remaining = [tp for tp in ctx.partitions_led_by(broker_id)]
-        return NONE, remaining
-
     async def elect_leaders(self, partitions: Iterable[TP] | None, kind: str
                             ) -> dict[TP, int]:
         """ElectLeaders: ``kind`` preferred or unclean; None means every partition."""
@@ -676,80 +503,6 @@ class Controller(TopicDeletion, Reassignment):
             logger.info("controller %d: auto leader rebalance of %d partitions",
                         self.broker_id, len(todo))
             await self._elect(todo, "preferred")
-
-    async def alter_partition(self, broker_id: int, broker_epoch: int, tp: TP,
-                              leader_epoch: int, new_isr: tuple[int, ...],
-                              partition_epoch: int, leader_recovery_state: int
-                              ) -> tuple[int, LeaderIsr | None]:
-        """A leader's ISR change (KIP-497): checked against the partition epoch."""
-        answers = await self.alter_partitions(broker_id, broker_epoch, [AlterIsr(
-            tp, leader_epoch, new_isr, partition_epoch, leader_recovery_state)])
-        return answers[tp]
-
-    async def alter_partitions(self, broker_id: int, broker_epoch: int,
-                               changes: list[AlterIsr]
-                               ) -> dict[TP, tuple[int, LeaderIsr | None]]:
-        """One AlterPartition request: each change checked, the accepted ones written
-        together and announced in one UpdateMetadata (after a broker fails, its
-        followers' leaders send thousands at once)."""
-        answers: dict[TP, tuple[int, LeaderIsr | None]] = {}
-        written_tps: list[TP] = []
-
-        async def alter(change: AlterIsr) -> None:
-            refused = self._check_alter(broker_id, broker_epoch, change)
-            if refused is not None:
-                answers[change.tp] = refused
-                return
-            li = self.ctx.leader_isr[change.tp]
-            new = LeaderIsr(li.leader, li.leader_epoch, change.new_isr, self.ctx.epoch,
-                            change.leader_recovery_state)
-            written = await self._write_leader_isr(change.tp, new)
-            if written is None:
-                answers[change.tp] = (INVALID_UPDATE_VERSION, None)
-                return
-            logger.info("controller %d: ISR of %s-%d is now %s (partition epoch %d)",
-                        self.broker_id, *change.tp, list(change.new_isr), written.zk_version)
-            answers[change.tp] = (NONE, written)
-            written_tps.append(change.tp)
-
-        await for_each(changes, alter)
-        if written_tps:
-            batch = self._batch()
-            batch.update_metadata(self.ctx.brokers, written_tps)
-            batch.send()
-        for tp in written_tps:
-            if tp in self.ctx.reassignments:
-                await self._continue_reassignment(tp, self.ctx.reassignments[tp])
-        return answers
-
-    def _check_alter(self, broker_id: int, broker_epoch: int, change: AlterIsr
-                     ) -> tuple[int, LeaderIsr | None] | None:
-        """Kafka's answer to an ISR change that must not be written, or None."""
-        ctx = self.ctx
-        tp = change.tp
-        registration = ctx.brokers.get(broker_id)
-        if registration is None or (broker_epoch != -1 and broker_epoch != registration.epoch):
-            return STALE_BROKER_EPOCH, None
-        if tp not in ctx.leader_isr or tp[0] in ctx.topics_to_delete:
-            return UNKNOWN_TOPIC_OR_PARTITION, None
-        li = ctx.leader_isr[tp]
-        if li.leader != broker_id:
-            return NOT_CONTROLLER if li.leader == -1 else FENCED_LEADER_EPOCH, None
-        if change.leader_epoch < li.leader_epoch:
-            return FENCED_LEADER_EPOCH, None
-        if change.leader_epoch > li.leader_epoch or change.partition_epoch > li.zk_version:
-            return NOT_CONTROLLER, None
-        if change.partition_epoch < li.zk_version:
-            if (change.new_isr == li.isr
-                    and change.leader_recovery_state == li.leader_recovery_state):
-                return NONE, li
-            return INVALID_UPDATE_VERSION, None
-        if any(b not in ctx.live_or_shutting_down or b in ctx.shutting_down
-               for b in change.new_isr if b not in li.isr):
-            return INELIGIBLE_REPLICA, None
-        if any(b not in ctx.assignments[tp] for b in change.new_isr):
-            return INELIGIBLE_REPLICA, None
-        return None
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int
                                     ) -> tuple[int, int, int]:

@@ -1,7 +1,8 @@
 """Parts of the controller (`josefk.cluster.controller.Controller`), one concept a
 class: topic deletion (Kafka's TopicDeletionManager) and partition reassignment
-(KIP-455, and the ``/admin`` znodes of older tools). The controller inherits both; they
-share its context, its ZooKeeper writes and its request batches.
+(KIP-455, and the ``/admin`` znodes of older tools). The controller inherits both, as it
+does `controller_isr` and `controller_brokers`; they share its context, its ZooKeeper
+writes and its request batches.
 """
 
 from __future__ import annotations

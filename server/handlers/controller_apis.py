@@ -16,7 +16,8 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.controller import AlterIsr, Controller, ControllerMovedError
+from josefk.cluster.controller import Controller, ControllerMovedError
+from josefk.cluster.controller_isr import AlterIsr
 from josefk.protocol.controller_messages import (
     AlterPartitionResponse,
     ControlledShutdownResponse,
