@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import crc32c
 from kafka import codec
 
+from josefk.log.inflate import inflate
 from josefk.protocol.record_batch import (
     ATTRIBUTES_AT,
     COMPRESSION_MASK,
@@ -35,8 +36,6 @@ NO_TIMESTAMP = -1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _CRC_AT = 17
-_DECODERS = {1: codec.gzip_decode, 2: codec.snappy_decode, 3: codec.lz4_decode,
-             4: codec.zstd_decode}
 _ENCODERS = {1: codec.gzip_encode, 2: codec.snappy_encode, 3: codec.lz4_encode,
              4: codec.zstd_encode}
 
@@ -58,16 +57,14 @@ def delete_horizon_ms(header: BatchHeader) -> int | None:
     return header.base_timestamp if header.attributes & DELETE_HORIZON_BIT else None
 
 
-def records_payload(batch: bytes | memoryview, header: BatchHeader) -> bytes | memoryview:
-    """The record bytes of a batch, decompressed."""
+def records_payload(batch: bytes | memoryview, header: BatchHeader
+                    ) -> bytes | bytearray | memoryview:
+    """The record bytes of a batch, decompressed (see `josefk.log.inflate`)."""
     body = memoryview(batch)[HEADER_SIZE:header.size]
     codec_id = header.attributes & COMPRESSION_MASK
     if codec_id == 0:
         return body
-    decode = _DECODERS.get(codec_id)
-    if decode is None:
-        raise CorruptRecordError(f"unknown compression codec {codec_id}")
-    return decode(bytes(body))
+    return inflate(codec_id, bytes(body))
 
 
 def iter_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[Record]:

@@ -4,12 +4,9 @@ partitions, their leaders, ISR or epochs, or the live brokers shows in the next 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
@@ -21,7 +18,6 @@ from josefk.protocol.header import RequestHeader
 from josefk.protocol.messages import Request
 from josefk.protocol.versions import SUPPORTED_VERSIONS
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
 from josefk.server.handlers import metadata
 
 VERSIONS = list(range(SUPPORTED_VERSIONS[3].min_version, SUPPORTED_VERSIONS[3].max_version + 1))
@@ -48,15 +44,6 @@ async def answer(broker: Any, version: int = 12, topics: list[str] | None = None
 def layout(response: Any) -> dict[str, list[tuple[int, int, int, list[int], list[int]]]]:
     return {t.name: [(p.partition_index, p.error_code, p.leader_id, list(p.replica_nodes),
                       list(p.isr_nodes)) for p in t.partitions] for t in response.topics}
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    config = load_config(None, {"listeners": "PLAINTEXT://127.0.0.1:0",
-                                "log.dirs": str(tmp_path / "data")})
-    async with trio.open_nursery() as nursery:
-        yield await nursery.start(Broker(config).serve)
-        nursery.cancel_scope.cancel()
 
 
 async def test_every_version_describes_the_topics(broker: Broker) -> None:

@@ -5,29 +5,16 @@ transactional batches and markers are appended straight through the Partition AP
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
 import trio
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
 
 TOPIC = "txn"
 P1, P2 = 5001, 5002
-
-
-@pytest.fixture
-async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    config = load_config(None, {"listeners": "PLAINTEXT://127.0.0.1:0",
-                                "log.dirs": str(tmp_path / "data")})
-    async with trio.open_nursery() as nursery:
-        yield await nursery.start(Broker(config).serve)
-        nursery.cancel_scope.cancel()
 
 
 def bootstrap(broker: Broker) -> str:
