@@ -40,8 +40,7 @@ class PeerConnection:
             try:
                 with trio.fail_after(self.timeout_s):
                     return await self._exchange(request, version)
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
-                    trio.TooSlowError, ValueError, struct.error, EOFError) as e:
+            except Exception as e:  # unreachable, timed out, or unreadable (any decoder error)
                 await self.aclose()
                 raise PeerError(f"{self.host}:{self.port}: {type(e).__name__}: {e}") from e
 

@@ -27,7 +27,12 @@ from josefk.log.clock import now_ms
 from josefk.log.leader_epoch import UNDEFINED_EPOCH
 from josefk.protocol.controller_messages import AlterPartitionRequest
 from josefk.protocol.error_codes import NONE, OFFSET_OUT_OF_RANGE
-from josefk.protocol.record_batch import RecordBatchError
+from josefk.protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    CorruptRecordError,
+    RecordBatchError,
+)
 from josefk.server.fetch_session_handler import FetchSessionHandler, FetchState
 from josefk.server.peer import PeerConnection, PeerError
 
@@ -64,10 +69,12 @@ class ReplicationHost(Protocol):
 
 def whole_batches(records: bytes) -> bytes:
     """The complete record batches at the front of a fetch answer (the leader may cut
-    the last one short at the size limit)."""
+    the last one short at the size limit); CorruptRecordError for an impossible size."""
     end = 0
-    while end + 12 <= len(records):
-        size = 12 + struct.unpack_from(">i", records, end + 8)[0]
+    while end + LOG_OVERHEAD <= len(records):
+        size = LOG_OVERHEAD + struct.unpack_from(">i", records, end + 8)[0]
+        if size < HEADER_SIZE:
+            raise CorruptRecordError(f"a batch of {size} bytes at byte {end} of the records")
         if end + size > len(records):
             break
         end += size
@@ -143,6 +150,13 @@ class ReplicaFetcher:
                 except PeerError as e:
                     logger.warning("broker %d: fetching from broker %d failed: %s",
                                    self.host.node_id, self.leader_id, e)
+                    self.session.reset()
+                    await trio.sleep(self.backoff_s)
+                except Exception:
+                    # As Kafka's fetcher thread: one bad answer must not stop replication
+                    # (nor, here, the broker); logged, and the round is tried again.
+                    logger.exception("broker %d: fetching from broker %d failed",
+                                     self.host.node_id, self.leader_id)
                     self.session.reset()
                     await trio.sleep(self.backoff_s)
 
@@ -310,8 +324,8 @@ class ReplicaFetcher:
             self._apply_truncation(partition, following, diverging.epoch,
                                    diverging.end_offset)
             return
-        records = whole_batches(bytes(data.records or b""))
         try:
+            records = whole_batches(bytes(data.records or b""))
             partition.append_as_follower(records, data.high_watermark)
         except RecordBatchError as e:
             logger.error("broker %d: cannot append %s-%d from broker %d: %s",

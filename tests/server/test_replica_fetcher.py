@@ -18,12 +18,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import trio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.cluster.partition import Partition
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
+from josefk.server import replication
 from josefk.server.replication import ReplicaFetcher
 
 TP = ("t", 0)
@@ -183,3 +185,63 @@ async def test_an_answer_for_the_current_state_is_applied(tmp_path: Path) -> Non
     assert not fetcher.partitions[TP].truncating
     await one_round(fetcher, fetch_answer(batch(4, 3, 13), high_watermark=7))
     assert partition.log.log_end_offset == 7
+
+
+def bad_size(records: bytes, batch_length: int) -> bytes:
+    """``records`` with the first batch's length field set to ``batch_length``."""
+    buf = bytearray(records)
+    struct.pack_into(">i", buf, 8, batch_length)
+    return bytes(buf)
+
+
+@pytest.mark.timeout(30)  # the loop it guards against never yields: fail_after cannot fire
+async def test_a_batch_of_impossible_size_is_logged_and_retried_not_looped_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    partition = follower(tmp_path)
+    fetcher = fetcher_of(partition)
+    fetcher.partitions[TP].truncating = False
+    # -12 made the batch 0 bytes long: the follower's loop never moved on nor yielded.
+    for length in (-12, -100, 10):
+        with trio.fail_after(5):
+            await one_round(fetcher, fetch_answer(bad_size(batch(10, 5, 13), length), 15))
+        assert partition.log.log_end_offset == 10
+        assert fetcher.partitions[TP].truncating
+        assert f"cannot append t-0 from broker 2: a batch of {12 + length} bytes" in caplog.text
+        fetcher.partitions[TP].truncating = False
+        fetcher.partitions[TP].retry_at = 0.0
+
+
+class FailingPeer:
+    """A leader whose first answer cannot be made sense of; then, none at all."""
+
+    host, port = Host.endpoint_of(None, 2)  # type: ignore[arg-type]
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.requests = 0
+        self.retried = trio.Event()
+
+    async def request(self, request: Any, version: int) -> Any:
+        self.requests += 1
+        if self.requests == 1:
+            raise self.error
+        self.retried.set()
+        await trio.sleep_forever()
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_an_unexpected_error_in_a_round_is_logged_and_the_fetcher_goes_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    peer = FailingPeer(KeyError("no such field"))
+    monkeypatch.setattr(replication, "PeerConnection", lambda *args: peer)
+    fetcher = fetcher_of(follower(tmp_path))
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetcher.run)
+            await peer.retried.wait()
+            fetcher.scope.cancel()
+    assert "fetching from broker 2 failed" in caplog.text
+    assert "KeyError: 'no such field'" in caplog.text
