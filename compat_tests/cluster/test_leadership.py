@@ -135,7 +135,8 @@ def test_sigkill_controller(cluster: Cluster, topic: str) -> None:
 
 
 def test_sigterm_moves_leaderships_before_exit(cluster: Cluster, topic: str) -> None:
-    view = cluster.create_topic(topic, partitions=3, replication_factor=3)
+    partitions = 3
+    view = cluster.create_topic(topic, partitions=partitions, replication_factor=3)
     controller = cluster.controller_id()
     victim_id = next(b for b in BROKER_IDS if b != controller and leaderships(view, topic, b))
     victim = cluster[victim_id]
@@ -143,11 +144,16 @@ def test_sigterm_moves_leaderships_before_exit(cluster: Cluster, topic: str) -> 
     took = victim.terminate()
 
     # Right after the exit: ZooKeeper and every survivor's Metadata already moved on.
+    # (The loops below would pass on nothing, so first check there is all to check.)
     states = cluster.states(topic)
+    assert sorted(states) == list(range(partitions)), states
     for p, state in states.items():
         assert state["leader"] != victim_id and victim_id not in state["isr"], (p, state)
-    for b in cluster.running():
+    survivors = cluster.running()
+    assert sorted(b.broker_id for b in survivors) == [b for b in BROKER_IDS if b != victim_id]
+    for b in survivors:
         now = metadata(b.bootstrap, [topic]).topics[topic].partitions
+        assert sorted(now) == list(range(partitions)), (b.broker_id, now)
         assert not [p for p, x in now.items() if x.leader == victim_id], (
             f"broker {b.broker_id} still names {victim_id} leader after its clean shutdown"
         )

@@ -120,7 +120,6 @@ def test_torn_write_losing_the_last_segment_entirely(
     directory, headers = original
     name = last_segment_name(directory)
     base = int(name[:20])
-    work = copy_of(directory, tmp_path / "work")
     for cut in (0, 1, 11, 12, 60):
         work = copy_of(directory, tmp_path / "work")
         os.truncate(work / name, cut)

@@ -25,6 +25,7 @@ from josefk.log.manager import LogManager
 from josefk.log.producer_state import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     ProducerEntry,
     TransactionCoordinatorFencedError,
     decode_snapshot,
@@ -172,7 +173,7 @@ def test_non_transactional_batch_during_a_transaction_is_invalid_txn_state(
     assert e.value.error_code == 48
     # Transactional batches follow the idempotent sequence rules.
     assert log.append_as_leader(txn_batch(P1, 0), 0).duplicate
-    with pytest.raises(Exception, match="sequence"):
+    with pytest.raises(OutOfOrderSequenceError, match="sequence"):
         log.append_as_leader(txn_batch(P1, 5), 0)
 
 
