@@ -29,6 +29,8 @@ from josefk.protocol.record_batch import (
     TRANSACTIONAL_BIT,
     BatchHeader,
     CorruptRecordError,
+    InvalidRecordError,
+    RecordBatchError,
 )
 from josefk.protocol.varint import read_varint, write_varint
 
@@ -89,13 +91,16 @@ def iter_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[Rec
         yield Record(header.base_offset + offset_delta, timestamp, key, value_len >= 0,
                      bytes(data[tail_start:end]))
         pos = end
+    if pos != len(data):
+        # Kafka's record iterator: the batch's count and its bytes must agree.
+        raise InvalidRecordError("Incorrect declared batch size, records still remaining")
 
 
 def keyless_record_indexes(batch: bytes | memoryview, header: BatchHeader) -> list[int]:
     """Indexes (in the batch) of the records without a key."""
     try:
         return [i for i, record in enumerate(iter_records(batch, header)) if record.key is None]
-    except CorruptRecordError:
+    except RecordBatchError:
         raise
     except Exception as e:  # a codec's or a truncated buffer's own error
         raise CorruptRecordError(f"cannot read the batch's records: {e}") from e

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from pathlib import Path
 
+import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +20,7 @@ from josefk.log.config import LogConfig
 from josefk.log.log import Log, RecordValidationError
 from josefk.log.manager import LogManager, write_checkpoints
 from josefk.log.records import delete_horizon_ms
-from josefk.protocol.record_batch import assign_offset
+from josefk.protocol.record_batch import InvalidRecordError, assign_offset
 
 from .conftest import BASE_TS, GZIP, NONE, clean_pass, files_with
 
@@ -220,6 +222,19 @@ def test_keyless_records_are_refused_by_a_compacted_log(make_log):
     assert log.log_end_offset == 0
     plain = make_log("plain-0")
     plain.append_as_leader(kv_batch([(None, b"2")]), leader_epoch=0)
+
+
+@pytest.mark.parametrize("extra", [b"\0", b"\0" * 40])
+def test_a_compacted_log_refuses_a_batch_whose_records_do_not_fill_it(make_log, extra):
+    """The record count and the batch's bytes must agree, as Kafka's record iterator checks
+    (a batch of zeros once passed as one record with an empty key)."""
+    log = make_log(cleanup_policy="compact")
+    batch = kv_batch([(b"a", b"1")]) + extra
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    with pytest.raises(InvalidRecordError, match="records still remaining"):
+        log.append_as_leader(batch, leader_epoch=0)
+    assert log.log_end_offset == 0
 
 
 def test_a_follower_accepts_compacted_batches(manager, make_log):
