@@ -35,7 +35,7 @@ from josefk.cluster.leader_election import (
     preferred_election,
     reassignment_election,
 )
-from josefk.cluster.znodes import BrokerRegistration, TopicAssignment
+from josefk.cluster.znodes import BrokerRegistration, TopicAssignment, ZnodeFormatError
 from josefk.cluster.znodes import PartitionState as LeaderIsr
 from josefk.cluster.zookeeper import (
     BadVersionError,
@@ -98,9 +98,16 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
         return self.ctx.epoch
 
     def put(self, event: Event) -> None:
-        """Queue an event; events run one at a time, in order."""
-        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+        """Queue an event; events run one at a time, in order. Dropped once the
+        controller has stopped."""
+        with contextlib.suppress(ControllerMovedError):
+            self._queue(event)
+
+    def _queue(self, event: Event) -> None:
+        try:
             self._send.send_nowait(event)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise ControllerMovedError("the controller has stopped") from None
 
     async def call(self, fn: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``fn`` as an event (after those queued before it) and return its result."""
@@ -117,8 +124,9 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
             finally:
                 done.set()
 
+        # A stopped controller runs nothing more: answer at once, not never.
+        self._queue(event)
         self._pending_calls.add(done)
-        self.put(event)
         try:
             await done.wait()
         finally:
@@ -146,7 +154,7 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
                 if self.config.auto_leader_rebalance_enable:
                     nursery.start_soon(self._rebalance_timer)
                 async for event in self._receive:
-                    await event()
+                    await self._process(event)
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # The nursery wraps what ended the controller; hand a lone cause on bare.
@@ -160,6 +168,18 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
                 pending.set()
             logger.info("broker %d resigned as controller (epoch %d)", self.broker_id,
                         self.epoch)
+
+    async def _process(self, event: Event) -> None:
+        """Run one event. A failure of its own is logged and the next event runs, as in
+        Kafka's ControllerEventManager; a moved controller, a ZooKeeper failure or a
+        cancellation still ends the controller."""
+        try:
+            await event()
+        except (ControllerMovedError, ZkError):
+            raise
+        except Exception:
+            logger.exception("controller %d: error processing event %s", self.broker_id,
+                             getattr(event, "__qualname__", event))
 
     async def _rebalance_timer(self) -> None:
         while True:
@@ -256,9 +276,13 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
     async def _load_topic(self, topic: str) -> TopicAssignment | None:
         try:
             data, _ = await self.zk.get(zn.topic_path(topic), self._topic_watch(topic))
+            assignment = TopicAssignment.decode(topic, data)
         except NoNodeError:
             return None
-        assignment = TopicAssignment.decode(topic, data)
+        except ZnodeFormatError as e:
+            # One unreadable topic must not keep the controller from the others.
+            logger.error("controller %d: skipping topic %s: %s", self.broker_id, topic, e)
+            return None
         self.ctx.set_topic(topic, assignment)
 
         async def read_state(p: int) -> None:
@@ -267,6 +291,9 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
                 self.ctx.leader_isr[(topic, p)] = LeaderIsr.decode(data, stat.version)
             except NoNodeError:
                 pass
+            except ZnodeFormatError as e:
+                logger.error("controller %d: skipping the state of %s-%d: %s",
+                             self.broker_id, topic, p, e)
 
         await for_each(assignment.partitions, read_state)
         for p, replicas in assignment.partitions.items():
@@ -340,7 +367,13 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
                 state = replace(state, zk_version=0)
             except NodeExistsError:
                 data, stat = await self.zk.get(path)
-                state = LeaderIsr.decode(data, stat.version)
+                try:
+                    state = LeaderIsr.decode(data, stat.version)
+                except ZnodeFormatError as e:
+                    # Kafka's failed NewPartition -> OnlinePartition: the partition stays new.
+                    logger.error("controller %d: cannot initialize %s-%d: %s",
+                                 self.broker_id, *tp, e)
+                    return UNKNOWN_SERVER_ERROR
         ctx.leader_isr[tp] = state
         ctx.move_partition(tp, PartitionState.ONLINE)
         for replica in replicas:

@@ -276,7 +276,9 @@ class Reassignment(_ControllerParts):
         except NoNodeError:
             await self.zk.exists(zn.REASSIGN_PARTITIONS, self._watch(self.on_legacy_reassignment))
             return
-        targets = zn.decode_partitions_list(data, zn.REASSIGN_PARTITIONS)
+        targets = _legacy_targets(data)
+        if targets is None:
+            return  # left in place, as Kafka does
         await self.reassign({tp: tuple(r) for tp, r in targets.items()
                              if tp not in self.ctx.reassignments})
         if not self.ctx.reassignments:
@@ -287,7 +289,7 @@ class Reassignment(_ControllerParts):
             data, stat = await self.zk.get(zn.REASSIGN_PARTITIONS)
         except NoNodeError:
             return
-        targets = zn.decode_partitions_list(data, zn.REASSIGN_PARTITIONS)
+        targets = _legacy_targets(data) or {}
         targets.pop(tp, None)
         if targets:
             await self._multi([SetData(zn.REASSIGN_PARTITIONS, zn.encode_reassignment(targets),
@@ -306,3 +308,13 @@ class Reassignment(_ControllerParts):
         partitions = zn.decode_partitions_list(data, zn.PREFERRED_REPLICA_ELECTION)
         await self.elect_leaders(list(partitions), "preferred")
         await self._ignore_no_node(self.zk.delete(zn.PREFERRED_REPLICA_ELECTION))
+
+
+def _legacy_targets(data: bytes) -> dict[TP, list[int]] | None:
+    """``/admin/reassign_partitions``'s targets; None when it cannot be parsed, which
+    Kafka's getPartitionReassignment logs and ignores (a failover must not fail on it)."""
+    try:
+        return zn.decode_partitions_list(data, zn.REASSIGN_PARTITIONS)
+    except zn.ZnodeFormatError as e:
+        logger.warning("ignoring partition reassignment due to invalid data: %s", e)
+        return None

@@ -26,6 +26,7 @@ from typing import TypeVar
 import trio
 from kafka.errors import KafkaError
 
+from josefk.cluster.background import every, failures_logged
 from josefk.cluster.coordinator_host import CoordinatorHost
 from josefk.cluster.group_records import (
     OFFSETS_TOPIC,
@@ -307,8 +308,11 @@ class GroupCoordinator:
                 if self._scheduled.get(group_id) != deadline:
                     continue  # superseded by an earlier deadline
                 del self._scheduled[group_id]
-                self._write_best_effort(self.groups.on_timer(group_id))
-                self._touch(group_id, wake=False)
+                # A timer that fails leaves its group unscheduled until its next request,
+                # so that it cannot fire again at once, forever.
+                with failures_logged(logger, f"the timer of group {group_id}"):
+                    self._write_best_effort(self.groups.on_timer(group_id))
+                    self._touch(group_id, wake=False)
                 await trio.lowlevel.checkpoint()
             self._wakeup = trio.Event()
             if self._heap:
@@ -316,12 +320,6 @@ class GroupCoordinator:
                     await self._wakeup.wait()
             else:
                 await self._wakeup.wait()
-
-    async def _run_expiration(self) -> None:
-        interval = self.broker.config.offsets_retention_check_interval_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            self.expire_offsets()
 
     def on_topic_deleted(self, topic: str) -> None:
         """Drop every group's committed offsets of a deleted topic (Kafka's
@@ -337,9 +335,10 @@ class GroupCoordinator:
 
     async def run(self) -> None:
         """Background task: timers and offset expiration, until cancelled."""
+        interval_s = self.broker.config.offsets_retention_check_interval_ms / 1000
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run_timers)
-            nursery.start_soon(self._run_expiration)
+            nursery.start_soon(every, interval_s, self.expire_offsets, logger, "offset expiration")
 
     # --- requests -------------------------------------------------------------------------
 

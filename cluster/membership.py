@@ -152,8 +152,9 @@ class Membership:
             self._controller_changed = trio.Event()
             try:
                 epoch = await self._try_elect()
-            except ZkError as e:
+            except (ZkError, zn.ZnodeFormatError) as e:
                 # Connection trouble: the session-state handling decides what happens next.
+                # An unreadable /controller_epoch fails the election, not the broker (Kafka).
                 logger.warning("broker %d: controller election interrupted: %s",
                                self.broker_id, e)
                 await trio.sleep(0.5)
@@ -170,7 +171,7 @@ class Membership:
         """Become controller if nobody is; returns (epoch, epoch zk version) on success."""
         try:
             data, stat = await self.zk.get(zn.CONTROLLER, self._on_controller_znode)
-            self.active_controller_id = zn.decode_controller(data)
+            self.active_controller_id = self._controller_id(data)
             if stat.ephemeral_owner != self.zk.session_id:
                 return None
             # Ours, from before a suspended session came back: give it up and run a
@@ -195,6 +196,16 @@ class Membership:
         self.active_controller_id = self.broker_id
         await self.zk.exists(zn.CONTROLLER, self._on_controller_znode)
         return epoch + 1, version + 1
+
+    def _controller_id(self, data: bytes) -> int:
+        """The broker ``/controller`` names; -1 (no controller) when it cannot be parsed,
+        as Kafka's getControllerId reads it."""
+        try:
+            return zn.decode_controller(data)
+        except zn.ZnodeFormatError as e:
+            logger.error("broker %d: cannot read /controller, taken as no controller: %s",
+                         self.broker_id, e)
+            return -1
 
     async def _read_controller_epoch(self) -> tuple[int, int]:
         try:
@@ -231,7 +242,7 @@ class Membership:
         await self._controller_changed.wait()
         try:
             data, _ = await self.zk.get(zn.CONTROLLER)
-            still_us = zn.decode_controller(data) == self.broker_id
+            still_us = self._controller_id(data) == self.broker_id
         except NoNodeError:
             still_us = False
         if not still_us:
@@ -242,7 +253,7 @@ class Membership:
     async def _delete_own_controller_znode(self) -> None:
         try:
             data, stat = await self.zk.get(zn.CONTROLLER)
-            if zn.decode_controller(data) == self.broker_id:
+            if self._controller_id(data) == self.broker_id:
                 await self.zk.delete(zn.CONTROLLER, stat.version)
         except ZkError as e:
             # Best effort: the session's end removes the ephemeral znode anyway.

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import trio
 from kafka.errors import KafkaError
 
+from josefk.cluster.background import every, failures_logged
 from josefk.cluster.group_records import build_batch, read_batches
 from josefk.cluster.metadata import BrokerInfo, ClusterError
 from josefk.cluster.partition import PartitionError
@@ -290,12 +291,7 @@ class TxnService:
         await self._execute(write)
 
     async def _every(self, interval_ms: int, job: Callable[[], None]) -> None:
-        while True:
-            await trio.sleep(interval_ms / 1000)
-            try:
-                job()
-            except Exception:
-                logger.exception("transaction coordinator job %s failed", job.__name__)
+        await every(interval_ms / 1000, job, logger, f"transaction coordinator job {job.__name__}")
 
     async def run(self) -> None:
         """Background task: marker jobs and timers, until cancelled."""
@@ -315,10 +311,8 @@ class TxnService:
 
 async def _guarded(task: Callable[[], Awaitable[None]]) -> None:
     """A background job's failure is logged; it never takes the broker down."""
-    try:
+    with failures_logged(logger, "transaction coordinator task"):
         await task()
-    except Exception:
-        logger.exception("transaction coordinator task failed")
 
 
 def _read_records(log: Log, p: int, buffer: int) -> list[tuple[bytes | None, bytes | None]]:

@@ -182,9 +182,17 @@ class ZkMetadataStore(PlanningStore):
             logger.warning("ignoring config change %s: %s", child, e)
             return
         kind, _, name = entity.partition("/")
-        if kind == "topics":
+        if kind != "topics":
+            return
+        try:
             self.configs[name] = await self._read_config(name)
             self.on_config_change(name)
+        except ZkError:
+            raise  # not seen yet: read again once reconnected
+        except Exception:
+            # As Kafka's ZkNodeChangeNotificationListener: log it, go on with the next.
+            logger.exception("error processing config change %s of topic %s; skipped",
+                             child, name)
 
     # --- changes ------------------------------------------------------------------------------
 

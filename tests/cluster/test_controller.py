@@ -8,9 +8,10 @@ their own, so that deleting one is what a broker's death looks like to the contr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from josefk.cluster.controller_requests import (
     StopReplicaPartition,
     UpdateMetadata,
 )
+from josefk.cluster.controller_states import PartitionState as ControllerPartitionState
 from josefk.cluster.membership import create_top_level_paths
 from josefk.cluster.znodes import BrokerRegistration, Endpoint, PartitionState, TopicAssignment
 from josefk.cluster.zookeeper import NoNodeError, ZooKeeper
@@ -186,6 +188,14 @@ class Cluster:
         assert not check or not self.illegal, "illegal state transitions attempted:\n" + "\n".join(
             self.illegal)
 
+    async def crashed(self) -> BaseException:
+        """Wait for the controller to end with an error, and take it (the teardown
+        fails on any left)."""
+        await wait_for(lambda: self.outcome, timeout=10)
+        [error] = self.outcome
+        self.outcome.clear()
+        return error
+
 
 class _IllegalTransitions(logging.Handler):
     def __init__(self, into: list[str]) -> None:
@@ -200,22 +210,35 @@ class _IllegalTransitions(logging.Handler):
 async def _run(controller: Controller, outcome: list[BaseException]) -> None:
     try:
         await controller.run()
-    except trio.Cancelled:
-        raise
-    except BaseException as e:  # recorded for the test to look at
-        outcome.append(e)
+    except BaseException as e:
+        # Cancelled comes out of run's nursery in a group of its own: that is no crash.
+        if isinstance(e, trio.Cancelled) or (isinstance(e, BaseExceptionGroup)
+                                             and e.split(trio.Cancelled)[1] is None):
+            raise
+        outcome.append(e)  # recorded for the test to look at
 
 
-@pytest.fixture
-async def cluster(zk_session: SessionFactory) -> AsyncIterator[Cluster]:
+def new_controller(zk: ZooKeeper, channel: RecordingChannel) -> Controller:
+    return Controller(zk, channel, CONTROLLER_ID, ControllerConfig(
+        unclean_leader_election=lambda _topic: False, auto_leader_rebalance_enable=False),
+        EPOCH, 0)
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(zk_session: SessionFactory,
+                          prepare: Callable[[ZooKeeper], Awaitable[None]] | None = None
+                          ) -> AsyncIterator[Cluster]:
+    """Brokers 1, 2 and 3 registered and the controller running, after ``prepare`` has
+    written what its failover finds. Fails on the way out if the controller crashed (a
+    test where it should takes the crash with `Cluster.crashed`)."""
     zk = await zk_session()
     brokers_zk = await zk_session()
     await create_top_level_paths(zk)
     await zk.create(zn.CONTROLLER_EPOCH, zn.encode_controller_epoch(EPOCH))  # version 0
+    if prepare is not None:
+        await prepare(zk)
     channel = RecordingChannel()
-    controller = Controller(zk, channel, CONTROLLER_ID, ControllerConfig(
-        unclean_leader_election=lambda _topic: False, auto_leader_rebalance_enable=False),
-        EPOCH, 0)
+    controller = new_controller(zk, channel)
     async with trio.open_nursery() as nursery:
         c = Cluster(zk, brokers_zk, channel, controller, nursery)
         handler = _IllegalTransitions(c.illegal)
@@ -228,6 +251,13 @@ async def cluster(zk_session: SessionFactory) -> AsyncIterator[Cluster]:
         finally:
             logging.getLogger("josefk.cluster.controller_context").removeHandler(handler)
             nursery.cancel_scope.cancel()
+    assert not c.outcome, f"the controller crashed: {c.outcome[0]!r}"
+
+
+@pytest.fixture
+async def cluster(zk_session: SessionFactory) -> AsyncIterator[Cluster]:
+    async with running_cluster(zk_session) as c:
+        yield c
 
 
 async def with_topic(c: Cluster) -> None:
@@ -461,8 +491,9 @@ async def test_fenced_write_raises_controller_moved(c: Cluster) -> None:
     with trio.fail_after(10), pytest.raises(ControllerMovedError):
         await c.controller.call(lambda: c.controller.alter_partition(
             1, c.epochs[1], ("t", 0), 0, (1, 2), 0, 0))
-    # Nothing was written.
+    # Nothing was written, and the fenced controller stopped.
     assert await c.state("t", 0) == PartitionState(1, 0, (1, 2, 3), EPOCH, zk_version=0)
+    assert isinstance(await c.crashed(), ControllerMovedError)
 
 
 async def test_controller_run_ends_with_controller_moved_error_when_fenced(c: Cluster) -> None:
@@ -471,9 +502,8 @@ async def test_controller_run_ends_with_controller_moved_error_when_fenced(c: Cl
     await with_topic(c)
     await c.zk.set(zn.CONTROLLER_EPOCH, zn.encode_controller_epoch(EPOCH + 1))
     await c.create_topic("later", {0: (1, 2)}, uuid.UUID(int=5))  # the next write is fenced
-    await wait_for(lambda: c.outcome, timeout=10)
+    error = await c.crashed()
     assert await c.state("later", 0) is None
-    [error] = c.outcome
     assert isinstance(error, ControllerMovedError), (
         f"Controller.run raised {error!r}, not ControllerMovedError: Membership's "
         f"`except ControllerMovedError` cannot catch it")
@@ -522,9 +552,7 @@ async def test_failover_over_existing_state(zk_session: SessionFactory) -> None:
         await brokers_zk.create(zn.broker_path(broker_id), registration(broker_id).encode(),
                                 ephemeral=True)
     channel = RecordingChannel()
-    controller = Controller(zk, channel, CONTROLLER_ID, ControllerConfig(
-        unclean_leader_election=lambda _topic: False, auto_leader_rebalance_enable=False),
-        EPOCH, 0)
+    controller = new_controller(zk, channel)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(controller.run)
         with trio.fail_after(10):
@@ -750,9 +778,7 @@ async def test_failover_keeps_the_last_isr_member_of_an_offline_partition(
     await zk.create(zn.partition_state_path("t", 0),
                     PartitionState(-1, 4, (1,), EPOCH - 1).encode(), makepath=True)
     await brokers_zk.create(zn.broker_path(2), registration(2).encode(), ephemeral=True)
-    controller = Controller(zk, RecordingChannel(), CONTROLLER_ID, ControllerConfig(
-        unclean_leader_election=lambda _topic: False, auto_leader_rebalance_enable=False),
-        EPOCH, 0)
+    controller = new_controller(zk, RecordingChannel())
     async with trio.open_nursery() as nursery:
         nursery.start_soon(controller.run)
         with trio.fail_after(10):
@@ -780,10 +806,103 @@ async def test_a_fenced_controller_writing_many_partitions_at_once_still_ends_mo
     await with_topic(c)
     await c.zk.set(zn.CONTROLLER_EPOCH, zn.encode_controller_epoch(EPOCH + 1))
     await c.create_topic("wide", {p: (1, 2) for p in range(40)}, uuid.UUID(int=6))
-    await wait_for(lambda: c.outcome, timeout=10)
-    [error] = c.outcome
+    error = await c.crashed()
     assert isinstance(error, ControllerMovedError), error
     assert [await c.state("wide", p) for p in range(40)] == [None] * 40
+
+
+async def test_a_controller_crash_fails_the_cluster_on_the_way_out(
+        zk_session: SessionFactory) -> None:
+    """A test whose controller crashed unnoticed fails in the teardown."""
+    async def moved() -> None:
+        raise ControllerMovedError("another controller took over")
+
+    with pytest.raises(AssertionError, match="the controller crashed"):
+        async with running_cluster(zk_session) as c:
+            await c.settle()
+            c.controller.put(moved)
+            await wait_for(lambda: c.outcome, timeout=10)
+
+
+async def test_an_event_that_fails_is_logged_and_the_controller_carries_on(
+        c: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's ControllerEventManager logs an event's error and goes on with the next
+    event: one bad znode must not end the controller (every next one would end alike)."""
+    await with_topic(c)
+
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    c.controller.put(broken)
+    await c.zk.set(zn.topic_path("t"), b"not json")  # its watch's event cannot parse it
+    await c.zk.create(zn.topic_path("junk"), b"not json")  # skipped as a new topic
+    await c.settle()
+    await c.create_topic("later", {0: (1, 2)}, uuid.UUID(int=7))
+    await c.wait_state("later", 0, lambda s: s.leader == 1)
+    await c.settle()
+    assert "junk" not in c.controller.ctx.topic_ids
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("error processing event" in m and "broken" in m for m in errors), errors
+    assert any("error processing event" in m and "_topic_watch" in m for m in errors), errors
+    assert any("skipping topic junk" in m for m in errors), errors
+
+
+async def test_failover_skips_unreadable_topic_and_partition_state_znodes(
+        zk_session: SessionFactory, caplog: pytest.LogCaptureFixture) -> None:
+    """An unparsable topic or partition state znode is logged and skipped (the partition
+    stays new, its znode as it is); the failover goes on with everything else."""
+    async def prepare(zk: ZooKeeper) -> None:
+        await zk.create(zn.topic_path("bad"), b"not json")
+        await zk.create(zn.topic_path("t"), TopicAssignment(TOPIC_ID, ASSIGNMENT).encode())
+        await zk.create(zn.partition_state_path("t", 0), b'{"leader":', makepath=True)
+        await zk.create(zn.partition_state_path("t", 1),
+                        PartitionState(2, 4, (2, 3, 1), EPOCH - 1).encode(), makepath=True)
+
+    async with running_cluster(zk_session, prepare) as c:
+        await c.settle()
+        ctx = c.controller.ctx
+        assert "bad" not in ctx.topic_ids and ctx.topic_ids["t"] == TOPIC_ID
+        assert ("t", 0) not in ctx.leader_isr
+        assert ctx.partition_states[("t", 0)] is ControllerPartitionState.NEW
+        assert ctx.leader_isr[("t", 1)].leader == 2
+        assert (await c.zk.get(zn.partition_state_path("t", 0)))[0] == b'{"leader":'
+        await c.create_topic("later", {0: (1, 2)}, uuid.UUID(int=7))
+        await c.wait_state("later", 0, lambda s: s.leader == 1)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("skipping topic bad" in m for m in errors), errors
+    assert any("skipping the state of t-0" in m for m in errors), errors
+
+
+async def test_failover_ignores_an_unreadable_legacy_reassignment(
+        zk_session: SessionFactory) -> None:
+    """Kafka's getPartitionReassignment logs invalid JSON in /admin/reassign_partitions
+    and ignores it, leaving the znode in place."""
+    async def prepare(zk: ZooKeeper) -> None:
+        await zk.create(zn.REASSIGN_PARTITIONS, b"not json", makepath=True)
+
+    async with running_cluster(zk_session, prepare) as c:
+        await with_topic(c)
+        assert (await c.zk.get(zn.REASSIGN_PARTITIONS))[0] == b"not json"
+
+
+async def test_calls_to_a_stopping_or_stopped_controller_end_with_controller_moved(
+        c: Cluster) -> None:
+    """A request that reaches the controller as it stops, or after, is answered
+    NOT_CONTROLLER (ControllerMovedError), never left waiting."""
+    await c.settle()
+
+    async def moved() -> None:
+        raise ControllerMovedError("another controller took over")
+
+    async def noop() -> None:
+        return None
+
+    c.controller.put(moved)
+    with trio.fail_after(5), pytest.raises(ControllerMovedError):
+        await c.controller.call(noop)  # queued behind the event that ends it
+    assert isinstance(await c.crashed(), ControllerMovedError)
+    with trio.fail_after(5), pytest.raises(ControllerMovedError):
+        await c.controller.call(noop)
 
 
 async def test_for_each_keeps_a_bounded_number_in_flight() -> None:

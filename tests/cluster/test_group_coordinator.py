@@ -178,6 +178,51 @@ async def test_session_timeouts_fire_without_polling(broker: Broker,
         nursery.cancel_scope.cancel()
 
 
+async def test_a_failing_timer_is_logged_and_the_other_groups_timers_still_fire(
+        broker: Broker, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    coordinator = GroupCoordinator(broker, clock=lambda: int(trio.current_time() * 1000))
+    broker.group_coordinator = coordinator
+    await coordinator.ensure_topic()
+    on_timer, broken = coordinator.groups.on_timer, set()
+
+    def failing(group_id: str) -> list[object]:
+        if group_id in broken:
+            raise RuntimeError("a bug")
+        return on_timer(group_id)
+
+    monkeypatch.setattr(coordinator.groups, "on_timer", failing)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coordinator.run)
+        await join_and_sync(coordinator, "bad")
+        await join_and_sync(coordinator, "g")
+        broken.add("bad")
+        await trio.sleep(7)  # both 6 s sessions run out
+        assert coordinator.groups.groups["g"].state is GroupState.EMPTY
+        nursery.cancel_scope.cancel()
+    assert any("the timer of group bad failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_failing_offset_expiration_is_logged_and_runs_again(
+        broker: Broker, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    coordinator = broker.group_coordinator
+    runs: list[int] = []
+
+    def expire_offsets() -> None:
+        runs.append(len(runs))
+        if len(runs) == 1:
+            raise RuntimeError("a bug")
+
+    monkeypatch.setattr(coordinator, "expire_offsets", expire_offsets)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coordinator.run)
+        await trio.sleep(broker.config.offsets_retention_check_interval_ms / 1000 * 2.5)
+        nursery.cancel_scope.cancel()
+    assert runs == [0, 1]
+    assert any("offset expiration failed" in r.getMessage() for r in caplog.records)
+
+
 async def test_expired_offsets_are_tombstoned(data: Path) -> None:
     now = [1_000_000]
     broker = make_broker(data, **{"offsets.retention.minutes": "1"})

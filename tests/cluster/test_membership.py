@@ -4,9 +4,10 @@ multi) and re-election when the controller's session goes."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,28 @@ class Elections:
                     elections.stopped.append(self.key)
 
         return StubController
+
+
+@contextlib.asynccontextmanager
+async def running(member: Membership) -> AsyncIterator[list[BaseException]]:
+    """``member`` registered and running until the block ends; yields the list of what
+    ended its run (tests check it stays empty)."""
+    crashed: list[BaseException] = []
+
+    async def run(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await member.run(task_status=task_status)
+        except trio.Cancelled:
+            raise
+        except BaseException as e:
+            crashed.append(e)
+
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(10):
+            await member.register()
+            await nursery.start(run)
+        yield crashed
+        nursery.cancel_scope.cancel()
 
 
 async def controller_doc(zk: KazooZooKeeper) -> dict[str, Any]:
@@ -264,20 +287,8 @@ async def test_fenced_controller_resigns_and_the_broker_keeps_running(
         return controller
 
     member = Membership(zk, registration(1), factory)
-    crashed: list[BaseException] = []
-
-    async def run_member(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            await member.run(task_status=task_status)
-        except trio.Cancelled:
-            raise
-        except BaseException as e:  # recorded: the test checks there is none
-            crashed.append(e)
-
-    async with trio.open_nursery() as nursery:
+    async with running(member) as crashed:
         with trio.fail_after(10):
-            await member.register()
-            await nursery.start(run_member)
             await wait_for(lambda: member.controller is not None)
             await member.controller.call(lambda: trio.sleep(0))  # failover done
             # Another controller bumped the epoch; the next write is fenced.
@@ -292,4 +303,51 @@ async def test_fenced_controller_resigns_and_the_broker_keeps_running(
         assert member.controller is controllers[1]
         data, _ = await observer.get(zn.CONTROLLER_EPOCH)
         assert zn.decode_controller_epoch(data) == 8
-        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("path", [zn.CONTROLLER, zn.CONTROLLER_EPOCH])
+async def test_an_unreadable_controller_znode_does_not_take_the_broker_down(
+        zk_session: SessionFactory, path: str) -> None:
+    """Kafka reads an unparsable /controller as no controller (-1), and an unparsable
+    /controller_epoch fails the election; both are logged and the broker stays up, to be
+    elected once the znode is good again."""
+    zk = await zk_session()
+    other = await zk_session()
+    await create_top_level_paths(other)
+    if path == zn.CONTROLLER:
+        await other.create(zn.CONTROLLER, b"not json", ephemeral=True)
+    else:
+        await other.create(zn.CONTROLLER_EPOCH, b"not a number")
+    elections = Elections()
+    member = Membership(zk, registration(1), elections.factory(1))
+    async with running(member) as crashed:
+        with trio.fail_after(10):
+            await trio.sleep(1)  # elections tried meanwhile
+            assert not crashed, f"Membership.run died: {crashed[0]!r}"
+            assert not elections.started and member.active_controller_id == -1
+            if path == zn.CONTROLLER:
+                await other.delete(zn.CONTROLLER)
+            else:
+                await other.set(zn.CONTROLLER_EPOCH, zn.encode_controller_epoch(3))
+            await wait_for(lambda: elections.started or crashed)
+        assert not crashed, f"Membership.run died: {crashed[0]!r}"
+        assert elections.started[0][0] == 1 and member.active_controller_id == 1
+
+
+async def test_a_controller_whose_znode_turns_unreadable_resigns_and_is_elected_again(
+        zk_session: SessionFactory) -> None:
+    """/controller rewritten with what cannot be parsed names no controller: this one
+    resigns, drops its znode and wins a fresh election; the broker stays up."""
+    zk = await zk_session()
+    observer = await zk_session()
+    await create_top_level_paths(observer)
+    elections = Elections()
+    member = Membership(zk, registration(1), elections.factory(1))
+    async with running(member) as crashed:
+        with trio.fail_after(10):
+            await wait_for(lambda: elections.started)
+            await observer.set(zn.CONTROLLER, b"not json")
+            await wait_for(lambda: len(elections.started) == 2 or crashed)
+        assert not crashed, f"Membership.run died: {crashed[0]!r}"
+        assert elections.started == [(1, 1, 1), (1, 2, 2)]
+        assert elections.stopped[0] == (1, 1, 1)
