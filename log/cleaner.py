@@ -42,7 +42,10 @@ from josefk.log.records import (
     build_batch,
     delete_horizon_ms,
     empty_batch,
-    iter_records,
+    iter_keys,
+    record_at,
+    record_key,
+    scan_records,
 )
 from josefk.log.segment import LogSegment
 from josefk.log.txn_index import AbortedTxn
@@ -258,13 +261,13 @@ class Cleaner:
                 if skip:
                     stats.map_records_read += header.record_count
                 else:
-                    for record in iter_records(batch, header):
-                        stats.map_records_read += 1
-                        if record.key is None or record.offset < start:
+                    stats.map_records_read += header.record_count
+                    for offset, key in iter_keys(batch, header):
+                        if offset < start:
                             continue
-                        if offset_map.full and offset_map.get(record.key) < 0:
+                        if offset_map.full and offset_map.get(key) < 0:
                             return
-                        offset_map.put(record.key, record.offset)
+                        offset_map.put(key, offset)
                 offset_map.update_latest_offset(header.last_offset)
             offset_map.update_latest_offset(min(source.next_base, end) - 1)
 
@@ -318,13 +321,17 @@ class Cleaner:
             return None
         kept: list[Record] = []
         removed = tombstones = False
-        for record in iter_records(batch, header):
-            stats.records_read += 1
-            if not discard and (header.is_control or self._retain(record, horizon, plan.now_ms)):
-                kept.append(record)
-                tombstones = tombstones or not record.has_value
+        data, fields = scan_records(batch, header)
+        base_offset, now_ms = header.base_offset, plan.now_ms
+        for f in fields:
+            key = record_key(data, f)
+            if not discard and (header.is_control or self._retain(
+                    base_offset + f.offset_delta, key, f.has_value, horizon, now_ms)):
+                kept.append(record_at(data, header, f, key))
+                tombstones = tombstones or not f.has_value
             else:
                 removed = True
+        stats.records_read += header.record_count
         stats.records_written += len(kept)
         if kept:
             # A marker whose transaction is gone waits out delete.retention.ms like a
@@ -341,14 +348,15 @@ class Cleaner:
             return parse_header(rebuilt), rebuilt
         return None
 
-    def _retain(self, record: Record, horizon: int | None, now_ms: int) -> bool:
-        if record.offset > self.offset_map.latest_offset:
+    def _retain(self, offset: int, key: bytes | None, has_value: bool, horizon: int | None,
+                now_ms: int) -> bool:
+        if offset > self.offset_map.latest_offset:
             return True
-        if record.key is None:
+        if key is None:
             return False
-        if record.offset < self.offset_map.get(record.key):
+        if offset < self.offset_map.get(key):
             return False
-        return record.has_value or horizon is None or now_ms < horizon
+        return has_value or horizon is None or now_ms < horizon
 
     @staticmethod
     def _check_aborted(plan: CleaningPlan) -> None:

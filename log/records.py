@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 from kafka import codec
@@ -42,8 +42,7 @@ _ENCODERS = {1: codec.gzip_encode, 2: codec.snappy_encode, 3: codec.lz4_encode,
              4: codec.zstd_encode}
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One record: absolute offset and timestamp, key, whether the value is null, and its
     bytes from the key on (key, value, headers), as stored."""
 
@@ -69,37 +68,110 @@ def records_payload(batch: bytes | memoryview, header: BatchHeader
     return inflate(codec_id, bytes(body))
 
 
-def iter_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[Record]:
-    """The batch's records in order (decompressing if needed)."""
-    data = records_payload(batch, header)
-    append_time = header.max_timestamp if header.is_log_append_time else None
+class RecordFields(NamedTuple):
+    """Where one record's fields are in the batch's (decompressed) record bytes."""
+
+    timestamp_delta: int
+    offset_delta: int
+    tail: int  # the key's length varint: the record's bytes from the key on
+    key_start: int
+    key_len: int  # -1 for a null key
+    has_value: bool
+    end: int
+
+
+def _scan(data: bytes | bytearray | memoryview, count: int) -> Iterator[RecordFields]:
+    """Each record's fields, in order; the batch's count and its bytes must agree.
+
+    Varints of one byte, which most record fields are, are read in line: this loop runs
+    for every record the cleaner reads, twice.
+    """
     pos = 0
-    for _ in range(header.record_count):
-        length, pos = read_varint(data, pos)
+    size = len(data)
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif (c := data[pos + 1]) < 0x80:  # records of 64 bytes to 8 KiB
+            z = (b & 0x7F) | (c << 7)
+            length, pos = (z >> 1) ^ -(z & 1), pos + 2
+        else:
+            length, pos = read_varint(data, pos)
         end = pos + length
-        pos += 1  # attributes: unused in v2
-        ts_delta, pos = read_varint(data, pos)
-        offset_delta, pos = read_varint(data, pos)
-        tail_start = pos
-        key_len, pos = read_varint(data, pos)
-        key = bytes(data[pos:pos + key_len]) if key_len >= 0 else None
-        pos += max(key_len, 0)
-        value_len, _ = read_varint(data, pos)
-        if end > len(data):
+        if end > size:
             raise CorruptRecordError("record runs past the end of its batch")
-        timestamp = append_time if append_time is not None else header.base_timestamp + ts_delta
-        yield Record(header.base_offset + offset_delta, timestamp, key, value_len >= 0,
-                     bytes(data[tail_start:end]))
+        b = data[pos + 1]  # after the attributes byte, unused in v2
+        if b < 0x80:
+            ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 2
+        else:
+            ts_delta, pos = read_varint(data, pos + 1)
+        b = data[pos]
+        if b < 0x80:
+            offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif (c := data[pos + 1]) < 0x80:  # the 65th to the 8,192nd record of a batch
+            z = (b & 0x7F) | (c << 7)
+            offset_delta, pos = (z >> 1) ^ -(z & 1), pos + 2
+        else:
+            offset_delta, pos = read_varint(data, pos)
+        tail = pos
+        b = data[pos]
+        if b < 0x80:
+            key_len, pos = (b >> 1) ^ -(b & 1), pos + 1
+        else:
+            key_len, pos = read_varint(data, pos)
+        value_at = pos + key_len if key_len > 0 else pos
+        # A null value's length is -1: the varint 0x01 (or a padded form starting 0x81).
+        b = data[value_at]
+        has_value = b != 1 and (b != 0x81 or read_varint(data, value_at)[0] >= 0)
+        yield RecordFields(ts_delta, offset_delta, tail, pos, key_len, has_value, end)
         pos = end
-    if pos != len(data):
+    if pos != size:
         # Kafka's record iterator: the batch's count and its bytes must agree.
         raise InvalidRecordError("Incorrect declared batch size, records still remaining")
+
+
+def scan_records(batch: bytes | memoryview, header: BatchHeader
+                 ) -> tuple[bytes | bytearray | memoryview, Iterator[RecordFields]]:
+    """The batch's record bytes (decompressed if need be) and where each record's fields
+    are in them: for readers that turn only some records into `Record`s."""
+    data = records_payload(batch, header)
+    return data, _scan(data, header.record_count)
+
+
+def record_at(data: bytes | bytearray | memoryview, header: BatchHeader, f: RecordFields,
+              key: bytes | None) -> Record:
+    """The record whose fields `scan_records` found at ``f`` (``key`` read already)."""
+    timestamp = (header.max_timestamp if header.is_log_append_time
+                 else header.base_timestamp + f.timestamp_delta)
+    return Record(header.base_offset + f.offset_delta, timestamp, key, f.has_value,
+                  bytes(data[f.tail:f.end]))
+
+
+def record_key(data: bytes | bytearray | memoryview, f: RecordFields) -> bytes | None:
+    return bytes(data[f.key_start:f.key_start + f.key_len]) if f.key_len >= 0 else None
+
+
+def iter_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[Record]:
+    """The batch's records in order (decompressing if needed)."""
+    data, fields = scan_records(batch, header)
+    for f in fields:
+        yield record_at(data, header, f, record_key(data, f))
+
+
+def iter_keys(batch: bytes | memoryview, header: BatchHeader) -> Iterator[tuple[int, bytes]]:
+    """(offset, key) of each record with a key, in order: what the offset map needs."""
+    data, fields = scan_records(batch, header)
+    base_offset = header.base_offset
+    for f in fields:
+        if f.key_len >= 0:
+            yield base_offset + f.offset_delta, bytes(data[f.key_start:f.key_start + f.key_len])
 
 
 def keyless_record_indexes(batch: bytes | memoryview, header: BatchHeader) -> list[int]:
     """Indexes (in the batch) of the records without a key."""
     try:
-        return [i for i, record in enumerate(iter_records(batch, header)) if record.key is None]
+        data = records_payload(batch, header)
+        return [i for i, f in enumerate(_scan(data, header.record_count)) if f.key_len < 0]
     except RecordBatchError:
         raise
     except Exception as e:  # a codec's or a truncated buffer's own error
