@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import socket
 
 import trio
 
+logger = logging.getLogger(__name__)
+
 # At most this many connections are taken in one go, then others get a turn.
 MAX_BATCH = 64
+# The errors of one connection that failed before it was accepted (Linux reports them
+# from accept(): a firewall's EPERM, a reset, ...): that connection is gone, the next
+# is taken. The list is trio's SocketListener's.
+_SKIPPED = frozenset(getattr(errno, name) for name in (
+    "EPERM", "ECONNABORTED", "EPROTO", "ENETDOWN", "ENOPROTOOPT", "EHOSTDOWN", "ENONET",
+    "EHOSTUNREACH", "EOPNOTSUPP", "ENETUNREACH", "ENOSR", "ESOCKTNOSUPPORT",
+    "EPROTONOSUPPORT", "ETIMEDOUT", "ECONNRESET") if hasattr(errno, name))
 
 
 class Acceptor:
@@ -41,8 +52,9 @@ class Acceptor:
     async def accept(self) -> list[trio.SocketStream]:
         """Wait for connections, then return every one already queued (up to MAX_BATCH).
 
-        An error with none accepted yet (EMFILE, say) is raised; after some, those are
-        returned and the error comes again on the next call.
+        A connection that failed before it was accepted is skipped (see `_SKIPPED`).
+        Another error with none accepted yet (EMFILE, say) is raised; after some, those
+        are returned and the error comes again on the next call.
         """
         await trio.lowlevel.checkpoint()
         while True:
@@ -52,11 +64,19 @@ class Acceptor:
                     conn, _ = self._sock.accept()
                 except BlockingIOError:
                     break
-                except OSError:
+                except OSError as e:
+                    if e.errno in _SKIPPED:
+                        logger.info("a connection failed before it was accepted: %s", e)
+                        continue
                     if streams:
                         break
                     raise
-                self._configure(conn)
+                try:
+                    self._configure(conn)
+                except OSError as e:
+                    logger.info("a connection failed as it was accepted: %s", e)
+                    conn.close()
+                    continue
                 streams.append(trio.SocketStream(trio.socket.from_stdlib_socket(conn)))
             if streams:
                 return streams

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 
+import pytest
 import trio
 
 from josefk.server import acceptor
@@ -46,6 +48,52 @@ async def test_a_batch_is_bounded_and_the_rest_comes_next(monkeypatch) -> None:
         with trio.move_on_after(0.2) as scope:
             await taker.accept()  # nothing queued: it waits
         assert scope.cancelled_caught
+    finally:
+        taker.close()
+        for c in clients:
+            c.close()
+        await listener.aclose()
+
+
+class FailingFirst:
+    """The listening socket, whose first accepts fail with ``errors`` (as Linux reports a
+    connection that failed before it was accepted, or a descriptor shortage)."""
+
+    def __init__(self, sock: socket.socket, errors: list[int]) -> None:
+        self.sock = sock
+        self.errors = errors
+
+    def accept(self) -> tuple[socket.socket, object]:
+        if self.errors:
+            raise OSError(self.errors.pop(0), "injected")
+        return self.sock.accept()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+async def test_a_connection_that_failed_before_accept_is_skipped() -> None:
+    listener, clients = await queued_connections(2)
+    taker = Acceptor(listener)
+    taker._sock = FailingFirst(taker._sock, [errno.EPERM, errno.ECONNABORTED])  # type: ignore[assignment]
+    try:
+        assert len(await taker.accept()) == 2  # the others are still taken
+    finally:
+        taker.close()
+        for c in clients:
+            c.close()
+        await listener.aclose()
+
+
+async def test_running_out_of_descriptors_is_raised() -> None:
+    listener, clients = await queued_connections(1)
+    taker = Acceptor(listener)
+    taker._sock = FailingFirst(taker._sock, [errno.EMFILE])  # type: ignore[assignment]
+    try:
+        with pytest.raises(OSError) as caught:
+            await taker.accept()
+        assert caught.value.errno == errno.EMFILE  # for the broker to back off and retry
+        assert len(await taker.accept()) == 1
     finally:
         taker.close()
         for c in clients:
