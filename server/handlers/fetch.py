@@ -93,14 +93,17 @@ async def handle(broker: Broker, request: Request) -> Response:
     version = request.api_version
     deadline = trio.current_time() + max(body.max_wait_ms, 0) / 1000
     read_committed = version >= 4 and body.isolation_level == READ_COMMITTED
-    max_bytes = body.max_bytes if version >= 3 else 1 << 31
+    # As Kafka: never more than fetch.max.bytes, and min_bytes within that.
+    max_bytes = min(body.max_bytes, broker.config.values["fetch.max.bytes"])
+    min_bytes = min(body.min_bytes, max_bytes)
     replica = _replica_id(body, version)
     try:
         session = _session(broker, body, version, replica)
     except SessionError as e:
         return _encode(request, [], error_code=e.error_code)
     if session is not None:
-        return await _fetch_in_session(broker, request, session, replica, deadline, max_bytes)
+        return await _fetch_in_session(broker, request, session, replica, deadline, max_bytes,
+                                       min_bytes)
 
     def read_all() -> tuple[list[PartitionRead], int]:
         reads = _requested(broker, body, version)
@@ -110,7 +113,7 @@ async def handle(broker: Broker, request: Request) -> Response:
     while True:
         errors = any(r.error_code for r in reads)
         remaining = deadline - trio.current_time()
-        if total >= body.min_bytes or errors or remaining <= 0 or not reads:
+        if total >= min_bytes or errors or remaining <= 0 or not reads:
             break
         for r in reads:
             r.release()
@@ -200,9 +203,9 @@ def _forgotten(broker: Broker, body: Any, version: int) -> list[TP]:
 
 
 async def _fetch_in_session(broker: Broker, request: Request, session: FetchSession,
-                            replica: int, deadline: float, max_bytes: int) -> Response:
+                            replica: int, deadline: float, max_bytes: int, min_bytes: int
+                            ) -> Response:
     """Read what changed in the session's partitions; long-poll for new records."""
-    min_bytes = request.body.min_bytes
     tps = session.take_dirty()
     # Their followers' standing state ends at the session's previous fetch...
     for tp in tps:
@@ -285,7 +288,9 @@ def _replica_id(body: Any, version: int) -> int:
 
 
 def _requested(broker: Broker, body: Any, version: int) -> list[PartitionRead]:
-    reads = []
+    """The partitions asked for, each once: a partition named again replaces the earlier
+    ask in its place (Kafka reads the request into a map)."""
+    reads: dict[tuple[Any, int], PartitionRead] = {}
     for topic in body.topics:
         if version >= 13:
             topic_id = topic.topic_id
@@ -293,12 +298,12 @@ def _requested(broker: Broker, body: Any, version: int) -> list[PartitionRead]:
         else:
             topic_id, name = None, topic.topic
         for p in topic.partitions:
-            reads.append(PartitionRead(
+            reads[(topic_id or name, p.partition)] = PartitionRead(
                 topic=name, topic_id=topic_id, index=p.partition, fetch_offset=p.fetch_offset,
                 max_bytes=p.partition_max_bytes,
                 leader_epoch=p.current_leader_epoch if version >= 9 else -1,
-                last_fetched_epoch=p.last_fetched_epoch if version >= 12 else -1))
-    return reads
+                last_fetched_epoch=p.last_fetched_epoch if version >= 12 else -1)
+    return list(reads.values())
 
 
 def _read_all(broker: Broker, reads: list[PartitionRead], max_bytes: int,

@@ -97,15 +97,17 @@ async def handle(broker: Broker, request: Request) -> Response:
     version = request.api_version
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
     cache = topic_cache(broker)
-    if body.topics is None:
+    # As Kafka's isAllTopics: null, or (v0 only) an empty list.
+    if body.topics is None or (version == 0 and not body.topics):
         topics = sorted(broker.store.topics(), key=lambda t: t.name)
         key = _key(broker)
         encoded = [_encoded(broker, cache, version, t, key) for t in topics]
         cache.keep_only(version, (t.name for t in topics))
     else:
-        encoded = [await _requested(broker, cache, version, t.name,
-                                    getattr(t, "topic_id", None), allow_create)
-                   for t in body.topics]
+        # Each topic once, however often named (Kafka takes the request's topics as a set).
+        asked = dict.fromkeys((t.name, getattr(t, "topic_id", None)) for t in body.topics)
+        encoded = [await _requested(broker, cache, version, name, topic_id, allow_create)
+                   for name, topic_id in asked]
     brokers = [wire.BrokerEntry(b.node_id, b.host, b.port, b.rack)
                for b in broker.live_brokers()]
     return [wire.encode_response(version, request.correlation_id, brokers, broker.cluster_id,
