@@ -26,6 +26,10 @@ API_VERSIONS = 18
 YIELD_EVERY = 16
 # At most this many buffers in one writev (Linux's IOV_MAX is 1024).
 MAX_IOV = 512
+# Answers to pipelined requests wait to go out together up to this many bytes; past it
+# they are sent before the next request is handled, so a client that pipelines
+# thousands of requests cannot make the broker hold all their answers at once.
+MAX_PENDING_BYTES = 1 << 20
 # The peer is gone: these end the connection quietly, as trio's broken stream does.
 _GONE = (errno.EPIPE, errno.ECONNRESET, errno.ETIMEDOUT, errno.ENOTCONN, errno.EHOSTUNREACH)
 
@@ -106,6 +110,7 @@ class Connection:
         self._scope = trio.CancelScope()
         # Response bytes not yet sent: answers to pipelined requests go out in one send.
         self._pending: list[bytes | bytearray | memoryview] = []
+        self._pending_bytes = 0
         try:
             host, port = stream.socket.getpeername()[:2]
             self.peer = f"{host}:{port}"
@@ -148,6 +153,8 @@ class Connection:
             frame = self.decoder.next_frame()
             if frame is not None:
                 await self._handle(frame)
+                if self._pending_bytes > MAX_PENDING_BYTES:
+                    await self._flush()
                 await self._maybe_yield()
                 continue
             tried = bool(self._pending) and not deferred
@@ -211,7 +218,7 @@ class Connection:
         except UnsupportedVersionError as e:
             if e.api_key != API_VERSIONS:
                 raise
-            self._pending.append(api_versions_unsupported_frame(e.correlation_id))
+            self._queue(api_versions_unsupported_frame(e.correlation_id))
             return
         except FramingError:
             raise
@@ -227,11 +234,15 @@ class Connection:
                     await self._flush()
                     await self._sendfile(part)
                 else:
-                    self._pending.append(part)
+                    self._queue(part)
         finally:
             for part in parts:
                 if isinstance(part, FileRegion):
                     part.close()
+
+    def _queue(self, part: bytes | bytearray | memoryview) -> None:
+        self._pending.append(part)
+        self._pending_bytes += len(part)
 
     async def _flush(self) -> None:
         pending = self._pending
@@ -245,6 +256,7 @@ class Connection:
             except OSError as e:
                 _raise_if_gone(e)
                 raise
+            self._pending_bytes -= sent
             done = 0
             while done < len(pending) and sent >= len(pending[done]):
                 sent -= len(pending[done])

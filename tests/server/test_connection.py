@@ -11,10 +11,11 @@ import logging
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
 from josefk.server.broker import Broker
 from josefk.server.config import load_config
@@ -167,3 +168,45 @@ async def test_negative_idle_timeout_never_closes(tmp_path: Path) -> None:
         payload = await read_frame(stream)
         assert struct.unpack(">i", payload[:4])[0] == 8
         nursery.cancel_scope.cancel()
+
+
+async def test_a_pipelining_client_that_does_not_read_is_not_answered_without_end(
+        broker: Broker) -> None:
+    """Answers wait to go out together only up to MAX_PENDING_BYTES: a client that sends
+    thousands of requests and reads nothing holds the broker at what the socket takes,
+    not at every answer (Kafka mutes a channel while an answer is unsent)."""
+    for i in range(100):
+        await broker.create_topic(f"topic-{i:03d}", 1)
+    handled = 0
+    dispatch = broker.dispatch
+
+    async def counting(request: Any) -> Any:
+        nonlocal handled
+        handled += 1
+        return await dispatch(request)
+
+    broker.dispatch = counting  # type: ignore[method-assign]
+    count = 3000
+    stream = await connect(broker)
+    async with stream:
+        requests = []
+        for i in range(count):
+            request = MetadataRequest[12](topics=None, allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False)
+            request.with_header(correlation_id=i, client_id="pipeliner")
+            requests.append(request.encode(header=True, framed=True))
+        await stream.send_all(b"".join(requests))
+        await trio.sleep(1)
+        assert handled < count // 2  # about a socket's worth plus MAX_PENDING_BYTES
+        received = 0
+        buffered = b""
+        with trio.fail_after(30):
+            while received < count:
+                buffered += await stream.receive_some(1 << 20)
+                while len(buffered) >= 4 and len(buffered) >= 4 + struct.unpack(
+                        ">i", buffered[:4])[0]:
+                    size = struct.unpack(">i", buffered[:4])[0]
+                    assert struct.unpack(">i", buffered[4:8])[0] == received
+                    buffered = buffered[4 + size:]
+                    received += 1
+    assert handled == count
