@@ -30,6 +30,10 @@ METADATA_FILE = "__josefk_metadata.json"
 METADATA_FILE_VERSION = 1
 MAX_TOPIC_NAME_LENGTH = 249
 INT32_MAX = (1 << 31) - 1
+MAX_PARTITIONS_PER_BATCH = 10_000
+"""The most partitions one CreateTopics or CreatePartitions request may add: Kafka's
+controller (``ReplicationControlManager.MAX_PARTITIONS_PER_BATCH``) bounds the metadata
+records of one request (``QuorumController.MAX_RECORDS_PER_USER_OP``) by the same number."""
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 ConfigValidator = Callable[[Mapping[str, str]], None]
@@ -71,6 +75,54 @@ class InvalidReplicaAssignmentError(ClusterError):
 
 class InvalidConfigError(ClusterError):
     error_code = 40  # INVALID_CONFIG
+
+
+class InvalidRequestError(ClusterError):
+    error_code = 42  # INVALID_REQUEST
+
+
+class PolicyViolationError(ClusterError):
+    error_code = 44  # POLICY_VIOLATION
+
+
+class ManualReplicationFactorError(InvalidRequestError, InvalidReplicationFactorError):
+    """A replication factor together with a manual assignment: INVALID_REQUEST in Kafka."""
+
+
+class ManualPartitionCountError(InvalidRequestError, InvalidPartitionsError):
+    """A partition count together with a manual assignment: INVALID_REQUEST in Kafka."""
+
+
+class NonConsecutivePartitionsError(InvalidReplicaAssignmentError):
+    """A manual assignment's partitions are not 0, 1, ...; Kafka checks this last."""
+
+
+class TooManyPartitionsError(PolicyViolationError):
+    """CreateTopics for more than MAX_PARTITIONS_PER_BATCH partitions in all: Kafka's
+    ``validateTotalNumberOfPartitions`` refuses the whole request before anything else."""
+
+    def __init__(self) -> None:
+        super().__init__("Excessively large number of partitions per request.")
+
+
+class TooManyRecordsError(PolicyViolationError):
+    """CreateTopics whose topics, config overrides and partitions come to more than
+    MAX_PARTITIONS_PER_BATCH metadata records: Kafka's controller overflows its bounded
+    record list and refuses the whole request with this (``EventHandlerExceptionInfo``)."""
+
+    def __init__(self) -> None:
+        super().__init__("Unable to perform excessively large batch operation.")
+
+
+class PartitionBatchOverflowError(ClusterError):
+    """CreatePartitions adding more partitions than the request has room for (of
+    MAX_PARTITIONS_PER_BATCH): Kafka's controller overflows its bounded record list and
+    catches that as an unexpected error, so UNKNOWN_SERVER_ERROR with no message."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, added: int, room: int = MAX_PARTITIONS_PER_BATCH) -> None:
+        super().__init__(f"{added} new partitions, room for {room} in this request")
 
 
 class MissingRackError(ClusterError):
@@ -382,10 +434,15 @@ class PlanningStore(MetadataStore):
                     f"Attempted to add {added} additional partition(s), but only "
                     f"{len(assignment)} assignment(s) were specified.")
             new = tuple(self._checked_replicas(r, rf) for r in assignment)
+            if added > MAX_PARTITIONS_PER_BATCH:
+                raise PartitionBatchOverflowError(added)
         else:
             # As Kafka's addPartitions: start at partition 0's first replica (or the next id)
             # in the brokers sorted by id, even when placing over the rack-alternated list.
             brokers = sorted(self.brokers(), key=lambda b: b.node_id)
+            _check_replication_factor(brokers, rf)
+            if added > MAX_PARTITIONS_PER_BATCH:  # before placing a single one
+                raise PartitionBatchOverflowError(added)
             first = topic.replicas[0][0]
             start = next((i for i, b in enumerate(brokers) if b.node_id >= first), 0)
             new = tuple(tuple(r) for r in _place(brokers, added, rf, start, self.rng,
@@ -428,31 +485,35 @@ class PlanningStore(MetadataStore):
         if num_partitions > INT32_MAX:
             raise InvalidPartitionsError(f"Number of partitions {num_partitions} is too large.")
         partitions = self.default_num_partitions if num_partitions == -1 else num_partitions
+        if partitions > MAX_PARTITIONS_PER_BATCH:  # before placing a single one
+            raise TooManyPartitionsError()
         rf = self.default_replication_factor if replication_factor == -1 else replication_factor
         return tuple(tuple(r) for r in _place(self.brokers(), partitions, rf, None, self.rng))
 
     def _manual_assignment(self, assignment: Sequence[Sequence[int]] | Mapping[int, Sequence[int]],
                            num_partitions: int, replication_factor: int
                            ) -> tuple[tuple[int, ...], ...]:
+        """Kafka's controller on a manual assignment: the replica lists are checked in
+        the order given (a Mapping's order: the request's), then that the partitions are
+        0, 1, ...; returns the lists by partition."""
         if replication_factor != -1:
-            raise InvalidReplicationFactorError("A manual partition assignment was specified, "
-                                                "but replication factor was not set to -1.")
+            raise ManualReplicationFactorError("A manual partition assignment was specified, "
+                                               "but replication factor was not set to -1.")
         if num_partitions != -1:
-            raise InvalidPartitionsError("A manual partition assignment was specified, "
-                                         "but numPartitions was not set to -1.")
-        if isinstance(assignment, Mapping):
-            if sorted(assignment) != list(range(len(assignment))):
-                raise InvalidReplicaAssignmentError(
-                    "partitions should be a consecutive 0-based integer sequence")
-            lists = [assignment[p] for p in range(len(assignment))]
-        else:
-            lists = list(assignment)
+            raise ManualPartitionCountError("A manual partition assignment was specified, "
+                                            "but numPartitions was not set to -1.")
+        if len(assignment) > MAX_PARTITIONS_PER_BATCH:
+            raise TooManyPartitionsError()
+        by_partition = dict(assignment.items() if isinstance(assignment, Mapping)
+                            else enumerate(assignment))
         rf: int | None = None
-        result = []
-        for replicas in lists:
-            result.append(self._checked_replicas(replicas, rf))
+        for replicas in by_partition.values():
+            self._checked_replicas(replicas, rf)
             rf = len(replicas)
-        return tuple(result)
+        if sorted(by_partition) != list(range(len(by_partition))):
+            raise NonConsecutivePartitionsError(
+                "partitions should be a consecutive 0-based integer sequence")
+        return tuple(tuple(by_partition[p]) for p in range(len(by_partition)))
 
     def _checked_replicas(self, replicas: Sequence[int], rf: int | None) -> tuple[int, ...]:
         """Kafka's ``validateManualPartitionAssignment``."""
@@ -588,11 +649,7 @@ def _place(brokers: Sequence[BrokerInfo], num_partitions: int, replication_facto
            start_index: int | None, rng: _Rng, *, start_partition_id: int = 0) -> list[list[int]]:
     """assign_replicas over ``brokers`` and their racks, with Kafka's controller wording
     for too few brokers."""
-    if replication_factor > len(brokers):
-        raise InvalidReplicationFactorError(
-            f"Unable to replicate the partition {replication_factor} time(s): The target "
-            f"replication factor of {replication_factor} cannot be reached because only "
-            f"{len(brokers)} broker(s) are registered.")
+    _check_replication_factor(brokers, replication_factor)
     return assign_replicas([b.node_id for b in brokers], num_partitions, replication_factor,
                            start_index, rng, start_partition_id=start_partition_id,
                            racks={b.node_id: b.rack for b in brokers})
@@ -646,3 +703,11 @@ def _load(path: Path) -> tuple[str, dict[str, Topic]] | None:
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise MetadataCorruptError(f"{path}: {e}") from e
     return cluster_id, topics
+
+
+def _check_replication_factor(brokers: Sequence[BrokerInfo], replication_factor: int) -> None:
+    if replication_factor > len(brokers):
+        raise InvalidReplicationFactorError(
+            f"Unable to replicate the partition {replication_factor} time(s): The target "
+            f"replication factor of {replication_factor} cannot be reached because only "
+            f"{len(brokers)} broker(s) are registered.")

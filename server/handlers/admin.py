@@ -24,8 +24,10 @@ from kafka.protocol.admin import (
 from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.metadata import (
+    MAX_PARTITIONS_PER_BATCH,
     ClusterError,
     InvalidTopicError,
+    PartitionBatchOverflowError,
     Topic,
     UnknownTopicError,
     validate_topic_name,
@@ -172,27 +174,45 @@ def _delete_result(name: str | None, topic_id: uuid.UUID, code: int, message: st
 
 
 async def handle_create_partitions(broker: Broker, request: Request) -> Response:
-    """CreatePartitions v0-3: grow topics, with optional manual assignments."""
+    """CreatePartitions v0-3: grow topics, with optional manual assignments.
+
+    As Kafka's controller, which puts a record per new partition in one list bounded
+    by MAX_PARTITIONS_PER_BATCH for the whole request: the topic that would overflow
+    it, and every later one adding partitions, fail with UNKNOWN_SERVER_ERROR (after
+    their other checks, and before any of their replicas is placed). Kafka takes the
+    topics in hash order; josefk in the request's.
+    """
     body = request.body
     counts = Counter(t.name for t in body.topics)
     results = [PartitionsResult(name=name, error_code=INVALID_REQUEST,
                                 error_message="Duplicate topic name.")
                for name, n in counts.items() if n > 1]
+    room = MAX_PARTITIONS_PER_BATCH
     for t in body.topics:
         if counts[t.name] > 1:
             continue
         assignment = (None if t.assignments is None
                       else [list(a.broker_ids) for a in t.assignments])
+        current = broker.store.get(t.name)
+        added = t.count - current.num_partitions if current is not None else 0
         try:
+            if added > room:
+                # Its own checks first (the store refuses beyond the whole batch itself).
+                await broker.create_partitions(t.name, t.count, assignment, validate_only=True)
+                raise PartitionBatchOverflowError(added, room)
             await broker.create_partitions(t.name, t.count, assignment,
                                      validate_only=body.validate_only)
         except ClusterError as e:
             logger.info("create partitions for %r failed: %s", t.name, e)
-            # Kafka gives no message for an unknown topic.
-            message = None if isinstance(e, UnknownTopicError) else str(e) or None
+            if isinstance(e, PartitionBatchOverflowError):
+                room = 0  # Kafka's list is full from here on
+            # Kafka gives no message for an unknown topic, nor for the overflow.
+            message = (None if isinstance(e, (UnknownTopicError, PartitionBatchOverflowError))
+                       else str(e) or None)
             results.append(PartitionsResult(name=t.name, error_code=e.error_code,
                                             error_message=message))
             continue
+        room -= max(added, 0)
         results.append(PartitionsResult(name=t.name, error_code=NONE, error_message=None))
     return {"throttle_time_ms": 0, "results": results}
 
