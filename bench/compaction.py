@@ -544,7 +544,7 @@ def core(total: int, keys: int) -> None:
         plan = cleaners.grab_filthiest()
         assert plan is not None
         began = time.perf_counter()
-        end, stats = Cleaner(OffsetMap(128 * MIB // 24)).clean(
+        end, stats = Cleaner(OffsetMap.for_memory(128 * MIB)).clean(
             plan, lambda group, writer: cleaners.replace(plan, group, writer))
         elapsed = time.perf_counter() - began
         cleaners.done(plan, end)

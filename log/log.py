@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
@@ -112,11 +113,18 @@ class Log(LogTransactions, LogDeletion):
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self.recovery_point = min(recovery_point, self.log_end_offset)
         self._high_watermark = min(self.log_start_offset, self.log_end_offset)
-        self.unflushed_messages = 0
+        # What lies above the recovery point counts as unflushed (Kafka: logEndOffset -
+        # recoveryPoint), so flush.messages and flush.ms also cover what recovery kept.
+        self.unflushed_messages = self.log_end_offset - self.recovery_point
         self.last_flush_ms = now_ms()
         self.pending_deletes: list[tuple[int, LogSegment]] = []
-        # Bumped by every truncation: a cleaning pass planned before one must not swap.
+        # Bumped by every truncation: a cleaning pass planned before one must not swap,
+        # and a flush that overlapped one must not move the recovery point.
         self.truncations = 0
+        # Held by a truncation (event loop) throughout, and by a flush (worker thread)
+        # only to read where it flushes to and to move the recovery point, never across
+        # an fsync: a truncation waits for a few attribute reads, not for a disk.
+        self._flush_lock = threading.Lock()
         # The base offset of the newest segment rolled: flushed up to it soon after.
         self.rolled_to = 0
         # The owner's set of logs that may need a flush (LogManager's): a log joins it
@@ -156,16 +164,17 @@ class Log(LogTransactions, LogDeletion):
                 logger.warning("rebuilding the missing indexes of %s", segment.log_path)
                 segment.recover()
         txn_index_from = None
-        if clean_shutdown:
-            checked_to = recovery_point
-        else:
+        if not clean_shutdown:
             segments = _recover_segments(segments, recovery_point)
-            checked_to = segments[-1].read_next_offset()
             # The recovered segments' aborted-transaction indexes are rebuilt by replay.
             txn_index_from = next((s.base_offset for s in reversed(segments)
                                    if s.base_offset <= recovery_point), segments[0].base_offset)
         segments[-1].make_active()
-        log = cls(directory, config, segments, log_start_offset, checked_to)
+        # The recovery point stays where it was (only lowered to the log end offset), as
+        # Kafka's LogLoader keeps min(recoveryPoint, logEndOffset): what recovery found
+        # valid may be in the page cache only, and a crash of the OS must recover it again.
+        # Only a flush moves the recovery point past it.
+        log = cls(directory, config, segments, log_start_offset, recovery_point)
         log.leader_epochs.truncate_from_end(log.log_end_offset)
         log._load_producer_state(epochs_from=recovery_point, txn_index_from=txn_index_from)
         return log
@@ -492,38 +501,41 @@ class Log(LogTransactions, LogDeletion):
         if offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        self.truncations += 1
-        while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
-            self._delete_now(self.segments.pop())
-            self._base_offsets.pop()
-        segment = self.active_segment
-        if not segment.offset_index.writable:
-            segment.make_active()
-        segment.truncate_to(offset)
-        self.log_end_offset = segment.read_next_offset()
-        self.leader_epochs.truncate_from_end(self.log_end_offset)
-        self._high_watermark = min(self._high_watermark, self.log_end_offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.rolled_to = min(self.rolled_to, self.log_end_offset)
-        self.producer_state.delete_snapshots_above(self.log_end_offset)
-        self._load_producer_state()
-        self.producer_state.on_high_watermark_updated(self._high_watermark)
+        with self._flush_lock:
+            self.truncations += 1
+            while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
+                self._delete_now(self.segments.pop())
+                self._base_offsets.pop()
+            segment = self.active_segment
+            if not segment.offset_index.writable:
+                segment.make_active()
+            segment.truncate_to(offset)
+            self.log_end_offset = segment.read_next_offset()
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
+            self._high_watermark = min(self._high_watermark, self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.rolled_to = min(self.rolled_to, self.log_end_offset)
+            self.producer_state.delete_snapshots_above(self.log_end_offset)
+            self._load_producer_state()
+            self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment; the log restarts empty at ``offset``."""
-        self.truncations += 1
-        for segment in self.segments:
-            self._delete_now(segment)
-        self.segments = [LogSegment(self.directory, offset, self.config.index_interval_bytes,
-                                    self.config.segment_index_bytes, active=True)]
-        self._base_offsets = [offset]
-        self.leader_epochs.clear()
-        self.log_end_offset = self.log_start_offset = self.recovery_point = offset
-        self.rolled_to = min(self.rolled_to, offset)
-        self._high_watermark = offset
-        self.producer_state.delete_snapshots_above(-1)
-        self.producer_state.reset()
-        self.producer_state.map_end_offset = offset
+        with self._flush_lock:
+            self.truncations += 1
+            for segment in self.segments:
+                self._delete_now(segment)
+            self.segments = [LogSegment(self.directory, offset,
+                                        self.config.index_interval_bytes,
+                                        self.config.segment_index_bytes, active=True)]
+            self._base_offsets = [offset]
+            self.leader_epochs.clear()
+            self.log_end_offset = self.log_start_offset = self.recovery_point = offset
+            self.rolled_to = min(self.rolled_to, offset)
+            self._high_watermark = offset
+            self.producer_state.delete_snapshots_above(-1)
+            self.producer_state.reset()
+            self.producer_state.map_end_offset = offset
 
     # --- flushing and closing -------------------------------------------------------
 
@@ -565,20 +577,46 @@ class Log(LogTransactions, LogDeletion):
         the base offset of a segment, if given) and move the recovery point there.
         Without ``sync`` the caller makes the writes durable (shutdown: one syncfs).
 
-        Blocking: the server calls it from a worker thread, never the event loop.
+        Blocking: the server calls it from a worker thread, never the event loop, which
+        may append, roll and truncate meanwhile. Appends land above the target, which is
+        read with the segments to fsync; a truncation during the fsyncs may cut below it
+        and new appends fill in, unsynced, so the recovery point then stays where the
+        truncation left it and the next flush moves it (Kafka's markFlushed also runs
+        under the log lock after the fsyncs, but does not check for a truncation).
         """
-        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        first = max(0, self._segment_index_for(self.recovery_point))
-        for segment in list(self.segments[first:]):
+        with self._flush_lock:
+            target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+            truncations = self.truncations
+            unflushed = self.unflushed_messages
+            # Retention and the cleaner's swap (on the event loop) change the segments,
+            # then their base offsets: an index found between the two may be past the
+            # segment holding the recovery point (one too early only flushes one more).
+            segments = list(self.segments)
+            first = max(0, min(self._segment_index_for(self.recovery_point),
+                               len(segments) - 1))
+            while first > 0 and segments[first].base_offset > self.recovery_point:
+                first -= 1
+            segments = segments[first:]
+        for segment in segments:
             if segment.base_offset >= target and up_to is not None:
                 break
-            segment.flush(sync)
+            try:
+                segment.flush(sync)
+            except FileNotFoundError:
+                with self._flush_lock:
+                    if self.truncations == truncations and segment in self.segments:
+                        raise
+                # It left the log meanwhile (a truncation deleted it): nothing to keep.
         if sync:
             self.leader_epochs.sync()
-        self.recovery_point = max(self.recovery_point, target)
-        if up_to is None:
-            self.unflushed_messages = 0
-            self.last_flush_ms = now_ms()
+        with self._flush_lock:
+            if self.truncations != truncations:
+                return
+            self.recovery_point = max(self.recovery_point, target)
+            if up_to is None:
+                # Appends made during the fsyncs stay counted: they are above the target.
+                self.unflushed_messages = max(0, self.unflushed_messages - unflushed)
+                self.last_flush_ms = now_ms()
 
     def close(self, sync: bool = True) -> None:
         """Close every segment; a snapshot of producer state spares the next start a replay."""

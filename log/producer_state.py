@@ -189,8 +189,14 @@ class ProducerStateManager:
                     f"new epoch {header.producer_epoch} of producer {header.producer_id} "
                     f"starts at sequence {header.base_sequence}, not 0")
             return
+        if current_epoch == NO_PRODUCER_EPOCH:
+            return  # no epoch known (Kafka: currentEntry.producerEpoch == NO_PRODUCER_EPOCH)
         assert entry is not None
-        if entry.batches and not in_sequence(entry.last_seq, header.base_sequence):
+        # The same epoch continues the last batch's sequence. An entry of this epoch
+        # without batches (a marker bumped the epoch, or a snapshot held no batch of
+        # it) has last sequence NO_SEQUENCE, so only 0 follows: Kafka's checkSequence,
+        # inSequence(currentEntry.lastSeq(), firstSeq).
+        if not in_sequence(entry.last_seq, header.base_sequence):
             raise OutOfOrderSequenceError(
                 f"producer {header.producer_id} sent sequence {header.base_sequence} after "
                 f"{entry.last_seq}")

@@ -110,6 +110,19 @@ def assert_valid_prefix(log: Log) -> None:
                                   log.active_segment.base_offset)
 
 
+def record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the files fsynced from now on, in order."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
 @pytest.fixture
 def make_log(tmp_path: Path) -> Iterator[Callable[..., Log]]:
     """Open a log in ``tmp_path/<name>``; every log opened is closed at teardown."""

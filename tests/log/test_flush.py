@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
+import pytest
+
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
 from josefk.log.manager import LogManager
 
-from .conftest import BASE_TS, build_batch
+from .conftest import BASE_TS, build_batch, record_fsyncs
 
 
 def append(log: Log, count: int) -> None:
@@ -130,3 +136,83 @@ def test_the_manager_watches_only_logs_that_may_need_a_flush(tmp_path) -> None:
         assert plain not in manager._flush_watch
     finally:
         manager.shutdown()
+
+
+@pytest.mark.parametrize("refill", [True, False])
+def test_a_truncation_during_a_flush_keeps_the_recovery_point_below_new_appends(
+        make_log, monkeypatch: pytest.MonkeyPatch, refill: bool) -> None:
+    """The server flushes on a worker thread while the event loop truncates (a follower)
+    and appends again. The truncation does not wait for the fsync, and the flush, whose
+    target was the old log end, must not move the recovery point over the batches
+    appended after the truncation, which it may never have fsynced; nor fail on the
+    segments the truncation deleted under it."""
+    log = make_log(segment_bytes=400)
+    for _ in range(8):
+        append(log, 2)
+    assert len(log.segments) > 2 and log.recovery_point == 0
+    old_leo, cut = log.log_end_offset, log.segments[1].base_offset
+    in_fsync, release = threading.Event(), threading.Event()
+    flusher: list[threading.Thread] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if threading.current_thread() in flusher and not in_fsync.is_set():
+            in_fsync.set()
+            assert release.wait(10)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    errors: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            log.flush()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    flusher.append(threading.Thread(target=flush))
+    flusher[0].start()
+    try:
+        assert in_fsync.wait(10)
+        started = time.monotonic()
+        log.truncate_to(cut + 1)  # inside the second segment: the later ones are deleted
+        assert time.monotonic() - started < 5  # it did not wait for the blocked fsync
+        assert log.log_end_offset == cut and len(log.segments) == 2
+        while refill and log.log_end_offset <= old_leo:
+            append(log, 2)  # new data over the offsets the flush aimed at
+    finally:
+        release.set()
+        flusher[0].join(10)
+    assert not errors, errors
+    assert log.recovery_point <= cut
+    log.flush()
+    assert log.recovery_point == log.log_end_offset
+
+
+def test_a_flush_during_retention_starts_at_the_recovery_points_segment(
+        make_log, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retention removes a segment from the list, then its base offset: a flush on a
+    worker thread in between must still fsync from the segment holding the recovery
+    point, not from the one after it."""
+    log = make_log(segment_bytes=400)
+    while len(log.segments) < 2:
+        append(log, 2)
+    log.flush_due()  # the first segment rolled: the recovery point is the second's base
+    assert log.recovery_point == log.segments[1].base_offset
+    while len(log.segments) < 4:
+        append(log, 2)  # the second segment rolls: its data is above the recovery point
+    unsynced = log.segments[1]
+    assert log.rolled_to > log.recovery_point == unsynced.base_offset
+    log.high_watermark = log.log_end_offset
+
+    class Segments(list):  # the flush thread runs between the two removals
+        def remove(self, segment: object) -> None:
+            super().remove(segment)
+            log.flush_due()
+
+    log.segments = Segments(log.segments)
+    synced = record_fsyncs(monkeypatch)
+    log.delete_records(unsynced.base_offset)  # deletes the first segment
+    assert log.segments[0] is unsynced
+    assert log.recovery_point == log.rolled_to
+    assert str(unsynced.log_path) in synced

@@ -12,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from josefk.log.checkpoint import read_offsets
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
+from josefk.log.manager import RECOVERY_POINT_FILE, LogManager
 from josefk.log.segment import LogSegment
 from josefk.protocol.record_batch import BatchHeader, parse_header
 
@@ -26,6 +28,7 @@ from .conftest import (
     build_batch,
     files_with,
     log_batches,
+    record_fsyncs,
     seg_name,
 )
 
@@ -470,14 +473,7 @@ def test_a_new_logs_first_epoch_is_made_durable_by_its_first_flush(
         make_log, monkeypatch: pytest.MonkeyPatch) -> None:
     """The epoch a new partition starts at offset 0 is written without an fsync; the
     first flush of records fsyncs it before the recovery point moves past them."""
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+    synced = record_fsyncs(monkeypatch)
     log = make_log()
     log.leader_epochs.assign(0, 0)
     assert not any("leader-epoch-checkpoint" in p for p in synced)
@@ -488,3 +484,40 @@ def test_a_new_logs_first_epoch_is_made_durable_by_its_first_flush(
     synced.clear()
     log.leader_epochs.assign(1, 2)  # an epoch over records: synced at once
     assert any("leader-epoch-checkpoint" in p for p in synced)
+
+
+def test_unclean_recovery_moves_the_recovery_point_only_with_a_flush(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a process crash left in the page cache is valid to recovery but not durable:
+    the recovery point stays where it was (Kafka's LogLoader: min(recoveryPoint, LEO)),
+    so the checkpoint written after the restart still has it recovered after an OS crash;
+    a flush, fsyncing those segments, moves it on."""
+    manager = LogManager([tmp_path], lambda _topic: CONFIG)
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    for i, (count, codec, epoch) in enumerate(LAYOUT):
+        log.append_as_leader(build_batch(count, BASE_TS + i, compression=codec),
+                             leader_epoch=epoch, now=BASE_TS)
+    leo, segments = log.log_end_offset, len(log.segments)
+    assert segments > 2 and log.recovery_point == 0
+    manager.checkpoint()
+    log.close()  # the broker dies: no flush, no clean-shutdown marker
+
+    synced = record_fsyncs(monkeypatch)
+    manager = LogManager([tmp_path], lambda _topic: CONFIG)
+    manager.startup()
+    log = manager.logs[("t", 0)]
+    try:
+        assert not manager.had_clean_shutdown[tmp_path]
+        assert log.log_end_offset == leo
+        assert not any(p.endswith(".log") for p in synced)
+        assert log.recovery_point == 0
+        assert log.unflushed_messages == leo  # so a flush policy covers it too
+        manager.checkpoint()
+        assert read_offsets(tmp_path / RECOVERY_POINT_FILE) == {("t", 0): 0}
+        log.flush()
+        flushed = {Path(p).name for p in synced if p.endswith(".log")}
+        assert flushed == {seg_name(s.base_offset) for s in log.segments}
+        assert log.recovery_point == leo and log.unflushed_messages == 0
+    finally:
+        manager.shutdown()

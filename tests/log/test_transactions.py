@@ -39,7 +39,7 @@ from josefk.protocol.end_txn_marker import (
 )
 from josefk.protocol.record_batch import InvalidRecordError, check_batch, parse_header
 
-from .conftest import BASE_TS, clean_pass, files_with, seg_name
+from .conftest import BASE_TS, INT32_MAX, clean_pass, files_with, seg_name
 
 P1, P2 = 1000, 2000
 ENTRY = struct.Struct(">hqqqq")
@@ -154,6 +154,48 @@ def test_marker_from_an_older_producer_epoch_is_refused(make_log: Callable[..., 
     assert (entry.epoch, list(entry.batches), entry.current_txn_first_offset) == (4, [], -1)
     with pytest.raises(InvalidProducerEpochError):
         log.append_as_leader(txn_batch(P1, 1, epoch=3), 0)
+
+
+@pytest.mark.parametrize("restart", [None, "clean", "unclean"])
+@pytest.mark.parametrize("known_before", [True, False])
+def test_after_a_marker_set_the_epoch_only_sequence_0_follows(
+        tmp_path: Path, known_before: bool, restart: str | None) -> None:
+    """A producer entry at the batch's epoch with no batches of it (the marker bumped
+    the epoch, or it created the entry) has last sequence -1: Kafka's checkSequence takes
+    only 0 next (inSequence(-1, seq)); only an entry with no epoch takes any sequence."""
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    if known_before:
+        log.append_as_leader(txn_batch(P1, 0, 3, epoch=3), 0)  # seq 0-2 at epoch 3
+        log.append_control_batch(P1, 4, 0, commit=False, leader_epoch=0)  # bumped to 4
+    else:
+        log.append_control_batch(P1, 4, 0, commit=False, leader_epoch=0)  # unknown before
+    if restart is not None:
+        leo = log.log_end_offset
+        if restart == "clean":
+            log.close()
+        log = Log.open(tmp_path / "t-0", LogConfig(), recovery_point=leo if restart == "clean"
+                       else 0, clean_shutdown=restart == "clean")
+    entry = log.producer_state.producers[P1]
+    assert (entry.epoch, list(entry.batches)) == (4, [])
+    end = log.log_end_offset
+    for seq in (3, 1, INT32_MAX):
+        with pytest.raises(OutOfOrderSequenceError) as e:
+            log.append_as_leader(txn_batch(P1, seq, epoch=4), 0)
+        assert e.value.error_code == 45
+    assert log.log_end_offset == end
+    info = log.append_as_leader(txn_batch(P1, 0, 2, epoch=4), 0)
+    assert (info.first_offset, info.duplicate) == (end, False)
+    log.append_as_leader(txn_batch(P1, 2, epoch=4), 0)
+    log.close()
+
+
+def test_a_producer_without_an_epoch_may_send_any_sequence(make_log: Callable[..., Log]) -> None:
+    """An idempotent batch at NO_PRODUCER_EPOCH (-1) from a producer the partition knows
+    at no epoch: Kafka accepts any sequence (currentEntry.producerEpoch == -1)."""
+    log = make_log()
+    log.append_as_leader(txn_batch(P1, 7, epoch=-1, transactional=False), 0)
+    log.append_as_leader(txn_batch(P1, 3, epoch=-1, transactional=False), 0)
+    assert log.log_end_offset == 2
 
 
 def test_marker_for_an_unknown_producer_is_written(make_log: Callable[..., Log]) -> None:
