@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -28,6 +29,7 @@ from kafka.errors import KafkaError
 
 from josefk.cluster.background import every, failures_logged
 from josefk.cluster.coordinator_host import CoordinatorHost
+from josefk.cluster.group_offsets import metadata_too_large
 from josefk.cluster.group_records import (
     OFFSETS_TOPIC,
     Record,
@@ -56,10 +58,10 @@ from josefk.cluster.group_types import (
     append_error_to_response_error,
 )
 from josefk.cluster.groups import Groups
-from josefk.cluster.metadata import BrokerInfo, ClusterError
+from josefk.cluster.metadata import BrokerInfo
+from josefk.cluster.metadata_errors import ClusterError
 from josefk.cluster.partition import PartitionError
 from josefk.cluster.txn_offsets import (
-    PendingTxnOffsets,
     build_txn_batch,
     offset_records,
     validate_txn_commit,
@@ -90,7 +92,6 @@ class GroupCoordinator:
             offset_metadata_max_bytes=config.values.get("offset.metadata.max.bytes", 4096),
             offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000)
         self.groups = Groups(self.config, clock)
-        self.pending_txn = PendingTxnOffsets()
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
         # Timers: (deadline, seq, group id) and the deadline last pushed per group.
@@ -185,12 +186,9 @@ class GroupCoordinator:
             self.load(p)
 
     def unload(self, p: int) -> None:
-        count = self.num_partitions
-        for group_id in [g for g in self.groups.groups if partition_for(g, count) == p]:
-            del self.groups.groups[group_id]
-        for group_id in [g for g in self.groups.offsets if partition_for(g, count) == p]:
-            del self.groups.offsets[group_id]
-        self.pending_txn.drop(lambda g: partition_for(g, count) == p)
+        """Drop the groups of partition ``p``; their parked JoinGroup and SyncGroup
+        requests are answered NOT_COORDINATOR."""
+        self.groups.unload(self._in_partition(p))
         self.loaded.discard(p)
         logger.info("unloaded %s-%d: this broker no longer leads it", OFFSETS_TOPIC, p)
 
@@ -203,9 +201,9 @@ class GroupCoordinator:
         log = partition.log
         self.loading.add(p)
         touched: set[str] = set()
+        in_partition = self._in_partition(p)
         try:
             offset, end = log.log_start_offset, log.log_end_offset
-            pending: dict[int, list[Record]] = {}
             while offset < end:
                 data = log.read(offset, LOAD_BUFFER_BYTES, max_offset=end).read_bytes()
                 before = offset
@@ -213,23 +211,21 @@ class GroupCoordinator:
                     offset = header.next_offset
                     if header.is_control:
                         for rec in records:
-                            committed = pending.pop(header.producer_id, [])
-                            if control_is_commit(rec.key):
-                                for record in committed:
-                                    self._replay_loaded(record, touched)
+                            commit = control_is_commit(rec.key)
+                            if commit is not None:
+                                self.groups.replay_txn_marker(header.producer_id, commit,
+                                                              in_partition)
                         continue
+                    # A transaction's offsets stay pending until its marker is read (or
+                    # after the log end, while it is still open).
+                    producer_id = header.producer_id if header.is_transactional else -1
                     for rec in records:
                         record = _decode(rec.key, rec.value, p, rec.offset)
-                        if record is None:
-                            continue
-                        if header.is_transactional:
-                            pending.setdefault(header.producer_id, []).append(record)
-                        else:
-                            self._replay_loaded(record, touched)
+                        if record is not None:
+                            self.groups.replay(record, rec.offset, producer_id)
+                            touched.add(record[0].group)
                 if offset == before:
                     break  # nothing whole could be read
-            for producer_id, records in pending.items():
-                self.pending_txn.add(producer_id, records)  # still open at the log end
         except (RecordBatchError, OffsetOutOfRangeError, KafkaError, OSError, ValueError) as e:
             logger.error("loading %s-%d stopped at offset %d: %s", OFFSETS_TOPIC, p, offset, e)
         finally:
@@ -238,9 +234,10 @@ class GroupCoordinator:
         for group_id in touched:
             self._touch(group_id, wake=wake)
 
-    def _replay_loaded(self, record: Record, touched: set[str]) -> None:
-        self.groups.replay(record)
-        touched.add(record[0].group)
+    def _in_partition(self, p: int) -> Callable[[str], bool]:
+        """Selects the group ids of ``__consumer_offsets`` partition ``p``."""
+        count = self.num_partitions
+        return lambda group_id: partition_for(group_id, count) == p
 
     # --- writing -------------------------------------------------------------------------
 
@@ -253,11 +250,19 @@ class GroupCoordinator:
             return Error.NOT_COORDINATOR
         limit = min(partition.log.config.max_message_bytes, partition.log.config.segment_bytes)
         try:
-            for chunk in _chunks(records, limit - HEADER_SIZE):
+            chunks = list(_chunks(records, limit - HEADER_SIZE))
+        except (RecordFormatError, struct.error) as e:
+            # E.g. a member id past a string's 32767 bytes: Kafka's serializer throws
+            # and the write fails with UNKNOWN_SERVER_ERROR; nothing is appended.
+            logger.error("cannot write group records to %s-%d: %s", OFFSETS_TOPIC,
+                         partition.index, e)
+            return Error.UNKNOWN_SERVER_ERROR
+        try:
+            for chunk in chunks:
                 batch = build_batch((encoded for _, encoded in chunk), self.clock())
-                partition.append_records(batch, required_acks=-1)
-                for record, _ in chunk:
-                    self.groups.replay(record)
+                info = partition.append_records(batch, required_acks=-1)
+                for i, (record, _) in enumerate(chunk):
+                    self.groups.replay(record, info.first_offset + i)
         except (RecordBatchError, PartitionError) as e:
             logger.warning("writing to %s-%d failed: %s", OFFSETS_TOPIC, partition.index, e)
             return append_error_to_response_error(e.error_code)
@@ -422,8 +427,9 @@ class GroupCoordinator:
             return error, []
         fetched = self.groups.fetch_offsets(group_id, topics)
         if require_stable:
+            pending = self.groups.pending_txn
             fetched = [(t, [FetchedOffset(o.partition, error=Error.UNSTABLE_OFFSET_COMMIT)
-                            if self.pending_txn.is_pending(group_id, t, o.partition) else o
+                            if pending.is_pending(group_id, t, o.partition) else o
                             for o in offsets]) for t, offsets in fetched]
         return Error.NONE, fetched
 
@@ -442,34 +448,34 @@ class GroupCoordinator:
         if error is not Error.NONE:
             return error
         limit = self.config.offset_metadata_max_bytes
-        if any(len(m or "") > limit for _, parts in topics for _, _, _, m in parts):
+        if any(metadata_too_large(m, limit) for _, parts in topics for _, _, _, m in parts):
             return Error.OFFSET_METADATA_TOO_LARGE
         records = offset_records(group_id, topics, self.clock())
         partition = self.broker.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         if partition is None or not partition.is_leader:
             return Error.NOT_COORDINATOR
-        batch = build_txn_batch(map(encode_record, records), producer_id, producer_epoch,
-                                self.clock())
         try:
-            partition.append_records(batch, required_acks=-1)
+            batch = build_txn_batch([encode_record(r) for r in records], producer_id,
+                                    producer_epoch, self.clock())
+        except (RecordFormatError, struct.error) as e:
+            logger.error("cannot write the TxnOffsetCommit of %s: %s", group_id, e)
+            return Error.UNKNOWN_SERVER_ERROR
+        try:
+            info = partition.append_records(batch, required_acks=-1)
         except (RecordBatchError, PartitionError) as e:
             logger.info("TxnOffsetCommit of %s refused: %s", group_id, e)
             return append_error_to_response_error(e.error_code)
         except OSError as e:
             logger.error("writing to %s-%d failed: %s", OFFSETS_TOPIC, partition.index, e)
             return Error.NOT_COORDINATOR
-        self.pending_txn.add(producer_id, records)
+        for i, record in enumerate(records):
+            self.groups.replay(record, info.first_offset + i, producer_id)
         return Error.NONE
 
     def complete_txn_offsets(self, producer_id: int, partition: int, commit: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` was written to ``partition``: its
         pending offsets there become the groups' (commit) or are dropped (abort)."""
-        count = self.num_partitions
-        records = self.pending_txn.complete(producer_id,
-                                            lambda g: partition_for(g, count) == partition)
-        if commit:
-            for record in records:
-                self.groups.replay(record)
+        self.groups.replay_txn_marker(producer_id, commit, self._in_partition(partition))
 
     def delete_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
                        ) -> tuple[Error, list[tuple[str, list[tuple[int, Error]]]]]:

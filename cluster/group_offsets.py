@@ -25,6 +25,7 @@ from josefk.cluster.group_types import (
     PartitionCommit,
     Result,
 )
+from josefk.cluster.txn_offsets import PendingTxnOffsets
 
 Offsets = dict[tuple[str, int], OffsetAndMetadata]
 
@@ -37,6 +38,7 @@ class GroupOffsets:
     clock: Clock
     groups: dict[str, Group]
     offsets: dict[str, Offsets]
+    pending_txn: PendingTxnOffsets
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                        generation_id: int, retention_ms: int,
@@ -50,7 +52,8 @@ class GroupOffsets:
                 raise GroupError(Error.GROUP_ID_NOT_FOUND if api_version >= 9
                                  else Error.ILLEGAL_GENERATION)
         else:
-            self._validate_offset_commit(group, member_id, group_instance_id, generation_id)
+            group.validate_offset_commit(member_id, group_instance_id, generation_id,
+                                         transactional=False)
             if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
                 # Classic members' commits keep their session alive.
                 group.reschedule_heartbeat(group.members[member_id])
@@ -61,7 +64,7 @@ class GroupOffsets:
         for topic, partitions in topics:
             for p in partitions:
                 metadata = p.metadata or ""
-                if len(metadata.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes:
+                if metadata_too_large(metadata, self.config.offset_metadata_max_bytes):
                     errors[(topic, p.partition)] = Error.OFFSET_METADATA_TOO_LARGE
                     continue
                 errors[(topic, p.partition)] = Error.NONE
@@ -69,22 +72,6 @@ class GroupOffsets:
                                 OffsetCommitValue(p.offset, metadata, now, p.leader_epoch,
                                                   expire)))
         return Result(records, errors)
-
-    @staticmethod
-    def _validate_offset_commit(group: Group, member_id: str, group_instance_id: str | None,
-                                generation_id: int) -> None:
-        if group.is_in(GroupState.DEAD):
-            raise GroupError(Error.COORDINATOR_NOT_AVAILABLE)
-        if generation_id < 0 and group.is_in(GroupState.EMPTY):
-            return  # the admin client or a consumer without group management
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            group.validate_member(member_id, group_instance_id)
-            if generation_id != group.generation:
-                raise GroupError(Error.ILLEGAL_GENERATION)
-        elif not group.is_in(GroupState.EMPTY):
-            raise GroupError(Error.UNKNOWN_MEMBER_ID)
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
-            raise GroupError(Error.REBALANCE_IN_PROGRESS)
 
     def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
                       ) -> list[tuple[str, list[FetchedOffset]]]:
@@ -115,18 +102,31 @@ class GroupOffsets:
                                          for p in partitions]))
                 continue
             response.append((topic, [(p, Error.NONE) for p in partitions]))
+            # Kafka tombstones a pending transactional offset as well as a committed one.
             records += [(OffsetCommitKey(group_id, topic, p), None) for p in partitions
-                        if (topic, p) in offsets]
+                        if (topic, p) in offsets
+                        or self.pending_txn.is_pending(group_id, topic, p)]
         return Result(records, response)
 
     def delete_topic_offsets(self, topic: str) -> list[Record]:
-        """Tombstones for every group's offsets of a deleted topic."""
+        """Tombstones for every group's offsets of a deleted topic, committed or pending
+        in a transaction."""
         return [(OffsetCommitKey(group_id, t, p), None)
-                for group_id, offsets in self.offsets.items() for t, p in offsets if t == topic]
+                for group_id in dict.fromkeys([*self.offsets, *self.groups])
+                for t, p in self.offset_partitions(group_id) if t == topic]
+
+    def offset_partitions(self, group_id: str) -> list[tuple[str, int]]:
+        """The partitions the group has an offset of: committed, or pending in an open
+        transaction (what deleting the group or a topic tombstones)."""
+        committed = list(self.offsets.get(group_id, {}))
+        pending = self.pending_txn.partitions(group_id).difference(committed)
+        return committed + sorted(pending)
 
     def expire_offsets(self, group_ids: Iterable[str] | None = None) -> list[Record]:
         """Tombstones for offsets past ``offsets.retention.minutes``, and for empty groups
-        left with no offsets (Kafka's periodic group metadata cleanup)."""
+        left with no offsets (Kafka's periodic group metadata cleanup). An offset an open
+        transaction will commit again does not expire yet, and a group with open
+        transactions stays."""
         now = self.clock()
         retention = self.config.offsets_retention_ms
         records: list[Record] = []
@@ -145,13 +145,21 @@ class GroupOffsets:
                     continue
                 expired = now >= o.expire_timestamp if o.expire_timestamp >= 0 else \
                     now - base(o) >= retention
-                if expired:
+                if expired and not self.pending_txn.is_pending(group_id, topic, partition):
                     records.append((OffsetCommitKey(group_id, topic, partition), None))
                 else:
                     all_expired = False
-            if all_expired and group.is_in(GroupState.EMPTY):
+            if all_expired and group.is_in(GroupState.EMPTY) and \
+                    not self.pending_txn.has_open(group_id):
                 records.append((GroupMetadataKey(group_id), None))
         return records
+
+
+def metadata_too_large(metadata: str | None, limit: int) -> bool:
+    """Whether commit metadata is over ``offset.metadata.max.bytes``: Kafka compares
+    Java's ``String.length()``, in UTF-16 code units."""
+    return metadata is not None and len(metadata.encode("utf-16-le", "surrogatepass")) // 2 \
+        > limit
 
 
 def _fetched(partition: int, o: OffsetAndMetadata | None) -> FetchedOffset:

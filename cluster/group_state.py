@@ -52,6 +52,7 @@ class Event(Enum):
     JOIN_COMPLETE_EMPTY = "the join phase ended with no members: next generation"
     ASSIGNMENT_STORED = "the leader's assignment was written"
     DELETE = "the group was deleted"
+    UNLOAD = "this broker no longer coordinates the group"
 
 
 _S, _E = GroupState, Event
@@ -59,23 +60,28 @@ TRANSITIONS: dict[GroupState, dict[Event, GroupState]] = {
     _S.EMPTY: {
         _E.REBALANCE: _S.PREPARING_REBALANCE,
         _E.DELETE: _S.DEAD,
+        _E.UNLOAD: _S.DEAD,
     },
     _S.PREPARING_REBALANCE: {
         _E.JOIN_COMPLETE: _S.COMPLETING_REBALANCE,
         _E.JOIN_COMPLETE_EMPTY: _S.EMPTY,
         _E.DELETE: _S.DEAD,
+        _E.UNLOAD: _S.DEAD,
     },
     _S.COMPLETING_REBALANCE: {
         _E.REBALANCE: _S.PREPARING_REBALANCE,
         _E.ASSIGNMENT_STORED: _S.STABLE,
         _E.DELETE: _S.DEAD,
+        _E.UNLOAD: _S.DEAD,
     },
     _S.STABLE: {
         _E.REBALANCE: _S.PREPARING_REBALANCE,
         _E.DELETE: _S.DEAD,
+        _E.UNLOAD: _S.DEAD,
     },
     _S.DEAD: {
         _E.DELETE: _S.DEAD,
+        _E.UNLOAD: _S.DEAD,
     },
 }
 """Event → next state, per state. A group loaded from its record starts Stable
@@ -252,6 +258,25 @@ class Group:
             raise GroupError(Error.UNKNOWN_MEMBER_ID)
         return member
 
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None,
+                               generation_id: int, *, transactional: bool) -> None:
+        """Kafka's ``ClassicGroup.validateOffsetCommit``: GroupError unless the commit
+        (an OffsetCommit, or a TxnOffsetCommit if ``transactional``) may go ahead."""
+        if self.state is GroupState.DEAD:
+            raise GroupError(Error.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return  # the admin client or a consumer without group management
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            self.validate_member(member_id, group_instance_id)
+            if generation_id != self.generation:
+                raise GroupError(Error.ILLEGAL_GENERATION)
+        elif not transactional:
+            # Without member and generation (v0), only an empty group takes commits;
+            # old TxnOffsetCommit versions carry neither, so they are let through.
+            raise GroupError(Error.UNKNOWN_MEMBER_ID)
+        if not transactional and self.state is GroupState.COMPLETING_REBALANCE:
+            raise GroupError(Error.REBALANCE_IN_PROGRESS)
+
     def num_awaiting_join(self) -> int:
         return sum(1 for m in self.members.values() if m.join_reply is not None)
 
@@ -312,9 +337,14 @@ class Group:
         return set.intersection(*sets) if sets else set()
 
     def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Whether a member of ``protocol_type`` with protocols ``names`` may join: one
+        of them must be supported by every member (of none, when all have left during
+        a rebalance: Kafka's count of supporting members equals the member count, 0)."""
         if self.state is GroupState.EMPTY:
             return bool(protocol_type) and bool(names)
-        return self.protocol_type == protocol_type and bool(names & self.candidate_protocols())
+        if self.protocol_type != protocol_type:
+            return False
+        return bool(names) if not self.members else bool(names & self.candidate_protocols())
 
     def select_protocol(self) -> str:
         """Each member votes for its preferred common protocol; the most votes wins."""

@@ -190,18 +190,22 @@ class PartitionCommit:
 
 @dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
-    """A committed offset as the coordinator holds it."""
+    """A committed offset as the coordinator holds it, with the log offset of its record
+    (Kafka's ``recordOffset``: of a regular and a transactional commit, the later
+    record wins; -1 where unknown)."""
 
     offset: int
     leader_epoch: int
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1
+    record_offset: int = -1
 
     @classmethod
-    def from_value(cls, value: OffsetCommitValue) -> OffsetAndMetadata:
+    def from_value(cls, value: OffsetCommitValue, record_offset: int = -1
+                   ) -> OffsetAndMetadata:
         return cls(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
-                   value.expire_timestamp)
+                   value.expire_timestamp, record_offset)
 
 
 @dataclass(frozen=True, slots=True)

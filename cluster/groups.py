@@ -27,7 +27,7 @@ the earliest and fire what is due.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from josefk.cluster.group_offsets import GroupOffsets, Offsets
 from josefk.cluster.group_records import (
@@ -52,6 +52,7 @@ from josefk.cluster.group_types import (
     SyncRequest,
     SyncResult,
 )
+from josefk.cluster.txn_offsets import PendingTxnOffsets
 
 # --- all groups of a coordinator --------------------------------------------------------------
 
@@ -64,6 +65,7 @@ class Groups(GroupOffsets):
         self.clock = clock
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, Offsets] = {}
+        self.pending_txn = PendingTxnOffsets()
 
     def get(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
@@ -77,17 +79,19 @@ class Groups(GroupOffsets):
 
     # --- replay: the only way records change durable state ------------------------------
 
-    def replay(self, record: Record) -> None:
-        """Apply one ``__consumer_offsets`` record (load, or after writing it)."""
+    def replay(self, record: Record, record_offset: int = -1, producer_id: int = -1) -> None:
+        """Apply one ``__consumer_offsets`` record (load, or after writing it), found at
+        ``record_offset`` of the log, in a transaction of ``producer_id`` if >= 0."""
         key, value = record
         if isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
-            self._replay_offset(key, value)
+            self._replay_offset(key, value, record_offset, producer_id)
         else:
             assert value is None or isinstance(value, GroupMetadataValue)
             self._replay_group(key.group, value)
 
-    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None,
+                       record_offset: int, producer_id: int) -> None:
         tp = (key.topic, key.partition)
         if value is None:
             offsets = self.offsets.get(key.group)
@@ -95,10 +99,45 @@ class Groups(GroupOffsets):
                 offsets.pop(tp, None)
                 if not offsets:
                     del self.offsets[key.group]
+            self.pending_txn.discard(key.group, tp)
             return
         if key.group not in self.groups:
             self._create(key.group)  # a "simple" group: committed offsets, no members
-        self.offsets.setdefault(key.group, {})[tp] = OffsetAndMetadata.from_value(value)
+        offset = OffsetAndMetadata.from_value(value, record_offset)
+        if producer_id >= 0:
+            self.pending_txn.add(producer_id, key.group, tp, offset)  # until its marker
+        else:
+            self.offsets.setdefault(key.group, {})[tp] = offset
+
+    def replay_txn_marker(self, producer_id: int, commit: bool,
+                          in_partition: Callable[[str], bool]) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` in the partition whose groups
+        ``in_partition`` selects: its pending offsets there are committed or dropped. Of
+        a transactional and a regular commit, the later record wins (Kafka's
+        ``replayEndTransactionMarker``), as compacting the log would keep it."""
+        for group_id, tp, offset in self.pending_txn.complete(producer_id, in_partition):
+            if not commit:
+                continue
+            existing = self.offsets.get(group_id, {}).get(tp)
+            if existing is None or offset.record_offset > existing.record_offset:
+                if group_id not in self.groups:
+                    self._create(group_id)
+                self.offsets.setdefault(group_id, {})[tp] = offset
+
+    def unload(self, in_partition: Callable[[str], bool]) -> None:
+        """Forget the groups ``in_partition`` selects (their partition is no longer led
+        here): each goes Dead and its parked JoinGroup and SyncGroup requests are answered
+        NOT_COORDINATOR, so that their members look for the new coordinator (Kafka's
+        ``onUnloaded``)."""
+        for group_id in [g for g in self.groups if in_partition(g)]:
+            group = self.groups.pop(group_id)
+            group.transition(Event.UNLOAD)
+            for member in group.members.values():
+                group.complete_join(member, JoinResult(Error.NOT_COORDINATOR, member.member_id))
+                group.complete_sync(member, SyncResult(Error.NOT_COORDINATOR))
+        for group_id in [g for g in self.offsets if in_partition(g)]:
+            del self.offsets[group_id]
+        self.pending_txn.drop(in_partition)
 
     def _replay_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
         group = self.groups.get(group_id)
@@ -145,11 +184,19 @@ class Groups(GroupOffsets):
         else:
             result = self._join_existing_member(group, req, reply)
         if new_group and not result.records:
-            # Kafka writes a new group's (empty) metadata at once.
+            # Kafka writes a new group's (empty) metadata at once; if that fails, the
+            # group never was.
             result.records = [(GroupMetadataKey(group.group_id), GroupMetadataValue(
                 "", 0, None, None, group.state_timestamp or -1, ()))]
-            result.on_failure = lambda error: _fail_join(reply, error)
+            result.on_failure = lambda error: self._fail_new_group(group, reply, error)
         return result
+
+    def _fail_new_group(self, group: Group, reply: Reply[JoinResult], error: Error
+                        ) -> list[Record]:
+        reply.set(JoinResult(error))
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        return []
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
         max_size = self.config.max_size
@@ -557,8 +604,10 @@ class Groups(GroupOffsets):
         return Result(records, errors)
 
     def _group_tombstones(self, group_id: str) -> list[Record]:
+        # Offsets pending in open transactions are tombstoned too (Kafka's
+        # deleteAllOffsets): the transactions' markers then commit nothing of them.
         records: list[Record] = [(OffsetCommitKey(group_id, t, p), None)
-                                 for t, p in self.offsets.get(group_id, {})]
+                                 for t, p in self.offset_partitions(group_id)]
         records.append((GroupMetadataKey(group_id), None))
         return records
 
@@ -583,8 +632,3 @@ class Groups(GroupOffsets):
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
-
-
-def _fail_join(reply: Reply[JoinResult], error: Error) -> list[Record]:
-    reply.set(JoinResult(error))
-    return []

@@ -5,9 +5,9 @@ the single-broker implementation that keeps everything (and the cluster id) in o
 JSON file in the first log dir; ``josefk.cluster.zk_store.ZkMetadataStore`` is the
 cluster implementation over Kafka's znodes.
 
-Errors mirror what Kafka's controller answers (``ReplicationControlManager``), each
-carrying the Kafka error code. Replica placement is Kafka's
-``AdminUtils.assignReplicasToBrokers``: rack-unaware, or rack-aware once brokers have racks.
+Errors (`josefk.cluster.metadata_errors`) mirror what Kafka's controller answers, each
+carrying the Kafka error code; replicas are placed as Kafka does
+(`josefk.cluster.placement`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,25 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Protocol
 
+from josefk.cluster.metadata_errors import (
+    MAX_PARTITIONS_PER_BATCH,
+    InconsistentClusterIdError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    ManualPartitionCountError,
+    ManualReplicationFactorError,
+    MetadataCorruptError,
+    NonConsecutivePartitionsError,
+    PartitionBatchOverflowError,
+    TooManyPartitionsError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from josefk.cluster.placement import Rng, assign_replicas
 from josefk.log.checkpoint import write_atomic
 from josefk.log.partition_metadata import kafka_uuid_str, parse_kafka_uuid, random_kafka_uuid
 
@@ -30,115 +47,10 @@ METADATA_FILE = "__josefk_metadata.json"
 METADATA_FILE_VERSION = 1
 MAX_TOPIC_NAME_LENGTH = 249
 INT32_MAX = (1 << 31) - 1
-MAX_PARTITIONS_PER_BATCH = 10_000
-"""The most partitions one CreateTopics or CreatePartitions request may add: Kafka's
-controller (``ReplicationControlManager.MAX_PARTITIONS_PER_BATCH``) bounds the metadata
-records of one request (``QuorumController.MAX_RECORDS_PER_USER_OP``) by the same number."""
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 ConfigValidator = Callable[[Mapping[str, str]], None]
 """Checks a topic's complete set of config overrides; raises ValueError if invalid."""
-
-
-# --- errors ------------------------------------------------------------------------------
-
-
-class ClusterError(Exception):
-    """A refused metadata change; ``error_code`` is the Kafka error code to answer with."""
-
-    error_code = -1  # UNKNOWN_SERVER_ERROR
-
-
-class UnknownTopicError(ClusterError):
-    error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
-
-
-class InvalidTopicError(ClusterError):
-    error_code = 17  # INVALID_TOPIC_EXCEPTION
-
-
-class TopicExistsError(ClusterError):
-    error_code = 36  # TOPIC_ALREADY_EXISTS
-
-
-class InvalidPartitionsError(ClusterError):
-    error_code = 37  # INVALID_PARTITIONS
-
-
-class InvalidReplicationFactorError(ClusterError):
-    error_code = 38  # INVALID_REPLICATION_FACTOR
-
-
-class InvalidReplicaAssignmentError(ClusterError):
-    error_code = 39  # INVALID_REPLICA_ASSIGNMENT
-
-
-class InvalidConfigError(ClusterError):
-    error_code = 40  # INVALID_CONFIG
-
-
-class InvalidRequestError(ClusterError):
-    error_code = 42  # INVALID_REQUEST
-
-
-class PolicyViolationError(ClusterError):
-    error_code = 44  # POLICY_VIOLATION
-
-
-class ManualReplicationFactorError(InvalidRequestError, InvalidReplicationFactorError):
-    """A replication factor together with a manual assignment: INVALID_REQUEST in Kafka."""
-
-
-class ManualPartitionCountError(InvalidRequestError, InvalidPartitionsError):
-    """A partition count together with a manual assignment: INVALID_REQUEST in Kafka."""
-
-
-class NonConsecutivePartitionsError(InvalidReplicaAssignmentError):
-    """A manual assignment's partitions are not 0, 1, ...; Kafka checks this last."""
-
-
-class TooManyPartitionsError(PolicyViolationError):
-    """CreateTopics for more than MAX_PARTITIONS_PER_BATCH partitions in all: Kafka's
-    ``validateTotalNumberOfPartitions`` refuses the whole request before anything else."""
-
-    def __init__(self) -> None:
-        super().__init__("Excessively large number of partitions per request.")
-
-
-class TooManyRecordsError(PolicyViolationError):
-    """CreateTopics whose topics, config overrides and partitions come to more than
-    MAX_PARTITIONS_PER_BATCH metadata records: Kafka's controller overflows its bounded
-    record list and refuses the whole request with this (``EventHandlerExceptionInfo``)."""
-
-    def __init__(self) -> None:
-        super().__init__("Unable to perform excessively large batch operation.")
-
-
-class PartitionBatchOverflowError(ClusterError):
-    """CreatePartitions adding more partitions than the request has room for (of
-    MAX_PARTITIONS_PER_BATCH): Kafka's controller overflows its bounded record list and
-    catches that as an unexpected error, so UNKNOWN_SERVER_ERROR with no message."""
-
-    error_code = -1  # UNKNOWN_SERVER_ERROR
-
-    def __init__(self, added: int, room: int = MAX_PARTITIONS_PER_BATCH) -> None:
-        super().__init__(f"{added} new partitions, room for {room} in this request")
-
-
-class MissingRackError(ClusterError):
-    """Some brokers have a rack and some none, so replicas cannot be placed by rack. Kafka
-    raises AdminOperationException, which is no ApiException: the broker answers
-    UNKNOWN_SERVER_ERROR (and, as for every such error, no message)."""
-
-    error_code = -1  # UNKNOWN_SERVER_ERROR
-
-
-class MetadataCorruptError(ValueError):
-    """The store's file exists but cannot be read back."""
-
-
-class InconsistentClusterIdError(ValueError):
-    """The log dir belongs to another cluster (Kafka's InconsistentClusterIdException)."""
 
 
 # --- model -------------------------------------------------------------------------------
@@ -204,118 +116,6 @@ def validate_topic_name(name: str) -> None:
 def unify_collision_chars(name: str) -> str:
     """Kafka's ``Topic.unifyCollisionChars``: names equal under this collide in metric names."""
     return name.replace(".", "_")
-
-
-class _Rng(Protocol):
-    def randrange(self, stop: int, /) -> int: ...
-
-
-def assign_replicas(broker_ids: Iterable[int], num_partitions: int, replication_factor: int,
-                    start_index: int | None = None, rng: _Rng = random, *,
-                    start_partition_id: int = 0,
-                    racks: Mapping[int, str | None] | None = None) -> list[list[int]]:
-    """Kafka's ``AdminUtils.assignReplicasToBrokers`` over ``broker_ids``.
-
-    ``racks`` maps broker ids to their racks (None or absent: no rack). With no rack
-    anywhere the assignment is rack-unaware over the sorted ids: partition
-    ``start_partition_id``'s first replica is the broker at ``start_index`` (random if
-    None); each later partition's first replica is the next broker; the followers come
-    after the first replica at a shift that also starts at ``start_index`` (or at random)
-    and grows by one each time the partitions have gone once round the brokers. When
-    every broker has a rack the same is done over `rack_alternated_brokers`, with the
-    shift scaled by the number of racks and followers skipping brokers whose rack
-    already holds a replica of the partition until every rack holds one (see
-    `_assign_rack_aware`). Some brokers with a rack and some without is a
-    `MissingRackError`. Returns the replica lists of the ``num_partitions`` partitions
-    from ``start_partition_id`` on.
-    """
-    brokers = sorted(broker_ids)
-    n = len(brokers)
-    if len(set(brokers)) != n:
-        raise ValueError(f"duplicate broker ids in {brokers}")
-    if num_partitions <= 0:
-        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-    if replication_factor <= 0:
-        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-    if replication_factor > n:
-        raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: {n}.")
-    given = racks or {}
-    with_rack = {b: rack for b in brokers if (rack := given.get(b)) is not None}
-    if with_rack:
-        if len(with_rack) < n:
-            raise MissingRackError(
-                "Not all brokers have rack information for replica rack aware assignment.")
-        return _assign_rack_aware(with_rack, num_partitions, replication_factor,
-                                  start_index, rng, start_partition_id)
-    return [[brokers[leader]] + [brokers[(leader + 1 + (shift + j) % (n - 1)) % n]
-                                 for j in range(replication_factor - 1)]
-            for leader, shift in _rounds(n, num_partitions, start_index, rng, start_partition_id)]
-
-
-def _rounds(n: int, num_partitions: int, start_index: int | None, rng: _Rng,
-            start_partition_id: int) -> Iterable[tuple[int, int]]:
-    """Each partition's first replica's index among the ``n`` brokers, and the shift
-    for its followers, as both Kafka assignments go: the start index, then the shift,
-    are ``start_index`` or drawn at random, and the shift grows by one at every
-    partition id (above 0) that is a multiple of ``n``."""
-    first = start_index if start_index is not None and start_index >= 0 else rng.randrange(n)
-    shift = start_index if start_index is not None and start_index >= 0 else rng.randrange(n)
-    for partition in range(max(0, start_partition_id), max(0, start_partition_id) + num_partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        yield (partition + first) % n, shift
-
-
-def rack_alternated_brokers(racks: Mapping[int, str]) -> list[int]:
-    """Kafka's ``getRackAlternatedBrokerList``: the brokers taken one rack at a time.
-
-    Racks go in Kafka's (Java ``String``, so UTF-16 code unit) order, each rack's brokers
-    by id; round after round every rack that still has brokers gives its next one. For
-    rack1: 0, 1, 2; rack2: 3, 4; rack3: 6 that is 0, 3, 6, 1, 4, 2.
-    """
-    by_rack: dict[str, list[int]] = {}
-    for broker in sorted(racks):
-        by_rack.setdefault(racks[broker], []).append(broker)
-    ordered = [by_rack[rack] for rack in sorted(by_rack, key=_java_string_order)]
-    return [members[i] for i in range(max(map(len, ordered), default=0))
-            for members in ordered if i < len(members)]
-
-
-def _java_string_order(s: str) -> bytes:
-    # Java compares strings by UTF-16 code units; big-endian UTF-16 bytes compare the same.
-    return s.encode("utf-16-be", "surrogatepass")
-
-
-def _assign_rack_aware(racks: Mapping[int, str], num_partitions: int, replication_factor: int,
-                       start_index: int | None, rng: _Rng,
-                       start_partition_id: int) -> list[list[int]]:
-    """Kafka's ``assignReplicasToBrokersRackAware`` (arguments already checked).
-
-    The first replica goes round `rack_alternated_brokers` as in the rack-unaware case.
-    Followers are looked for from the first replica at the position the (number of
-    racks times the) shift gives, one further broker per look, the looks counted over
-    all the partition's followers: a broker is taken unless it already holds a replica
-    of the partition, or its rack does while some rack holds none.
-    """
-    arranged = rack_alternated_brokers(racks)
-    n = len(arranged)
-    num_racks = len(set(racks.values()))
-    result = []
-    for leader_index, shift in _rounds(n, num_partitions, start_index, rng, start_partition_id):
-        replicas = [arranged[leader_index]]
-        racks_used = {racks[replicas[0]]}
-        k = 0
-        while len(replicas) < replication_factor:
-            broker = arranged[(leader_index + 1 + (shift * num_racks + k) % (n - 1)) % n]
-            k += 1
-            rack = racks[broker]
-            if broker in replicas or (rack in racks_used and len(racks_used) < num_racks):
-                continue
-            replicas.append(broker)
-            racks_used.add(rack)
-        result.append(replicas)
-    return result
 
 
 # --- the interface -----------------------------------------------------------------------
@@ -390,7 +190,7 @@ class PlanningStore(MetadataStore):
 
     def __init__(self, *, validate_configs: ConfigValidator | None = None,
                  default_num_partitions: int = 1, default_replication_factor: int = 1,
-                 rng: _Rng = random) -> None:
+                 rng: Rng = random) -> None:
         self.validate_configs = validate_configs
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
@@ -563,7 +363,7 @@ class LocalMetadataStore(PlanningStore):
                  validate_configs: ConfigValidator | None = None,
                  cluster_id: str | None = None,
                  default_num_partitions: int = 1, default_replication_factor: int = 1,
-                 rng: _Rng = random) -> None:
+                 rng: Rng = random) -> None:
         super().__init__(validate_configs=validate_configs,
                          default_num_partitions=default_num_partitions,
                          default_replication_factor=default_replication_factor, rng=rng)
@@ -646,7 +446,7 @@ class LocalMetadataStore(PlanningStore):
 
 
 def _place(brokers: Sequence[BrokerInfo], num_partitions: int, replication_factor: int,
-           start_index: int | None, rng: _Rng, *, start_partition_id: int = 0) -> list[list[int]]:
+           start_index: int | None, rng: Rng, *, start_partition_id: int = 0) -> list[list[int]]:
     """assign_replicas over ``brokers`` and their racks, with Kafka's controller wording
     for too few brokers."""
     _check_replication_factor(brokers, replication_factor)

@@ -1,10 +1,11 @@
 """Offsets committed inside a transaction (TxnOffsetCommit), pending until its marker.
 
-Kafka's ``GroupMetadata.prepareTxnOffsetCommit`` / ``completePendingTxnOffsetCommit``:
+Kafka's ``OffsetMetadataManager`` (``pendingTransactionalOffsets``, ``openTransactions``):
 the offset records are appended to ``__consumer_offsets`` in a transactional batch of
 the producer, but a group's committed offsets change only when the COMMIT marker for
 that producer reaches the partition; an ABORT drops them. The same holds when a
 partition is loaded: records of a transaction still open at the log end stay pending.
+A tombstone of a partition's offset drops the pending offsets of that partition too.
 """
 
 from __future__ import annotations
@@ -14,41 +15,60 @@ from collections.abc import Callable, Iterable, Sequence
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.cluster.group_records import OffsetCommitKey, OffsetCommitValue, Record
-from josefk.cluster.group_state import Group, GroupState
-from josefk.cluster.group_types import Error, GroupError
+from josefk.cluster.group_state import Group
+from josefk.cluster.group_types import Error, GroupError, OffsetAndMetadata
 
 NO_SEQUENCE = -1  # the coordinator's own batch: no producer sequence to check
 
+TopicPartition = tuple[str, int]
+
 
 class PendingTxnOffsets:
-    """Per producer id, the offset records of its open transaction, by group."""
+    """Per producer id, the offsets of its open transaction, by group and partition."""
 
     def __init__(self) -> None:
-        self._by_producer: dict[int, dict[str, dict[tuple[str, int], Record]]] = {}
+        self._by_producer: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
 
-    def add(self, producer_id: int, records: Iterable[Record]) -> None:
-        groups = self._by_producer.setdefault(producer_id, {})
-        for key, value in records:
-            assert isinstance(key, OffsetCommitKey)
-            groups.setdefault(key.group, {})[(key.topic, key.partition)] = (key, value)
+    def add(self, producer_id: int, group_id: str, tp: TopicPartition,
+            offset: OffsetAndMetadata) -> None:
+        self._by_producer.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = offset
 
     def complete(self, producer_id: int, in_partition: Callable[[str], bool]
-                 ) -> list[Record]:
-        """The producer's transaction ended on a partition: remove the records of the
-        groups ``in_partition`` selects and return them (to replay if it committed)."""
+                 ) -> list[tuple[str, TopicPartition, OffsetAndMetadata]]:
+        """The producer's transaction ended on a partition: remove the offsets of the
+        groups ``in_partition`` selects and return them (to commit if it committed)."""
         groups = self._by_producer.get(producer_id)
         if not groups:
             return []
         done = [g for g in groups if in_partition(g)]
-        records = [record for g in done for record in groups.pop(g).values()]
+        offsets = [(g, tp, o) for g in done for tp, o in groups.pop(g).items()]
         if not groups:
             del self._by_producer[producer_id]
-        return records
+        return offsets
 
     def drop(self, in_partition: Callable[[str], bool]) -> None:
         """Forget the groups of a partition this broker no longer leads."""
         for producer_id in list(self._by_producer):
             self.complete(producer_id, in_partition)
+
+    def discard(self, group_id: str, tp: TopicPartition) -> None:
+        """A tombstone of the group's offset of ``tp``: no open transaction commits it."""
+        for producer_id, groups in list(self._by_producer.items()):
+            partitions = groups.get(group_id)
+            if partitions is None or partitions.pop(tp, None) is None:
+                continue
+            if not partitions:
+                del groups[group_id]
+            if not groups:
+                del self._by_producer[producer_id]
+
+    def partitions(self, group_id: str) -> set[TopicPartition]:
+        """The partitions of ``group_id`` an open transaction holds an offset of."""
+        return {tp for groups in self._by_producer.values() for tp in groups.get(group_id, {})}
+
+    def has_open(self, group_id: str) -> bool:
+        """Whether an open transaction holds offsets of ``group_id``."""
+        return any(group_id in groups for groups in self._by_producer.values())
 
     def is_pending(self, group_id: str, topic: str, partition: int) -> bool:
         """Whether an open transaction holds an offset of ``group_id`` for the partition
@@ -80,17 +100,14 @@ def build_txn_batch(entries: Iterable[tuple[bytes, bytes | None]], producer_id: 
 
 def validate_txn_commit(group: Group | None, member_id: str, group_instance_id: str | None,
                         generation_id: int) -> Error:
-    """Kafka's ``doTxnCommitOffsets`` checks: a group need not exist, but a member or a
-    generation that is named must match it."""
+    """Kafka's ``validateTransactionalOffsetCommit``: without a group only a commit
+    without a generation is accepted (it makes a "simple" group); with one, the
+    classic group's offset commit checks, as for a transaction."""
     if group is None:
-        return Error.NONE
-    if group.is_in(GroupState.DEAD):
-        return Error.COORDINATOR_NOT_AVAILABLE
-    if member_id or group_instance_id is not None:
-        try:
-            group.validate_member(member_id, group_instance_id)
-        except GroupError as e:
-            return e.code
-    if generation_id >= 0 and generation_id != group.generation:
-        return Error.ILLEGAL_GENERATION
+        return Error.NONE if generation_id < 0 else Error.ILLEGAL_GENERATION
+    try:
+        group.validate_offset_commit(member_id, group_instance_id, generation_id,
+                                     transactional=True)
+    except GroupError as e:
+        return e.code
     return Error.NONE

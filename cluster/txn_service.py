@@ -23,7 +23,8 @@ from kafka.errors import KafkaError
 
 from josefk.cluster.background import every, failures_logged
 from josefk.cluster.group_records import build_batch, read_batches
-from josefk.cluster.metadata import BrokerInfo, ClusterError
+from josefk.cluster.metadata import BrokerInfo
+from josefk.cluster.metadata_errors import ClusterError
 from josefk.cluster.partition import PartitionError
 from josefk.cluster.txn_coordinator import TxnCoordinator
 from josefk.cluster.txn_effects import (

@@ -26,17 +26,19 @@ import trio
 from josefk.cluster import znodes as zn
 from josefk.cluster.metadata import (
     BrokerInfo,
-    ClusterError,
     ConfigValidator,
-    InvalidTopicError,
     PlanningStore,
     Topic,
-    TopicExistsError,
-    UnknownTopicError,
     unify_collision_chars,
     validate_topic_name,
 )
 from josefk.cluster.metadata_cache import MetadataCache
+from josefk.cluster.metadata_errors import (
+    ClusterError,
+    InvalidTopicError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 from josefk.cluster.zookeeper import (
     BadVersionError,
     NodeExistsError,

@@ -23,14 +23,13 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import (
+from josefk.cluster.metadata import Topic, validate_topic_name
+from josefk.cluster.metadata_errors import (
     MAX_PARTITIONS_PER_BATCH,
     ClusterError,
     InvalidTopicError,
     PartitionBatchOverflowError,
-    Topic,
     UnknownTopicError,
-    validate_topic_name,
 )
 from josefk.log.partition_metadata import kafka_uuid_str
 from josefk.protocol.error_codes import (

@@ -23,7 +23,8 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import ClusterError, InvalidTopicError, validate_topic_name
+from josefk.cluster.metadata import validate_topic_name
+from josefk.cluster.metadata_errors import ClusterError, InvalidTopicError
 from josefk.protocol.error_codes import (
     INVALID_CONFIG,
     INVALID_REQUEST,

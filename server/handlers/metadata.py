@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.group_records import OFFSETS_TOPIC
-from josefk.cluster.metadata import ClusterError, Topic
+from josefk.cluster.metadata import Topic
+from josefk.cluster.metadata_errors import ClusterError
 from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC
 from josefk.protocol import metadata_response as wire
 from josefk.protocol.error_codes import (

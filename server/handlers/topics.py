@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import (
+from josefk.cluster.metadata import Topic
+from josefk.cluster.metadata_errors import (
     MAX_PARTITIONS_PER_BATCH,
     ClusterError,
     InvalidReplicaAssignmentError,
     NonConsecutivePartitionsError,
     TooManyPartitionsError,
     TooManyRecordsError,
-    Topic,
 )
 from josefk.protocol.error_codes import INVALID_REQUEST
 from josefk.protocol.messages import Request

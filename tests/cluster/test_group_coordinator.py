@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from conftest import require_kafka_jars
 
 from josefk.cluster.coordinator_host import CoordinatorConfig, CoordinatorHost, CoordinatorStore
@@ -26,7 +28,14 @@ from josefk.cluster.group_records import (
     read_batches,
 )
 from josefk.cluster.group_state import GroupState
-from josefk.cluster.group_types import Error, JoinRequest, PartitionCommit, SyncRequest
+from josefk.cluster.group_types import (
+    Error,
+    JoinRequest,
+    JoinResult,
+    PartitionCommit,
+    SyncRequest,
+    SyncResult,
+)
 from josefk.server.broker import Broker
 from josefk.server.config import load_config
 
@@ -293,3 +302,179 @@ async def test_kafka_dump_log_segments_decodes_our_records(broker: Broker) -> No
                                                     "commitTimestamp"]}}),
         (offset_key, None),
         ({"type": "2", "data": {"group": "dumped"}}, None)], done.stdout
+
+
+def committed(coordinator: GroupCoordinator, group_id: str, *partitions: int
+              ) -> list[int]:
+    error, [(_, fetched)] = coordinator.fetch_offsets(group_id, [("t", list(partitions))])
+    assert error is Error.NONE
+    return [o.offset for o in fetched]
+
+
+def write_marker(broker: Broker, group_id: str, producer_id: int, commit: bool) -> None:
+    """The transaction coordinator's COMMIT or ABORT marker on the group's partition."""
+    p = partition_for(group_id, PARTITIONS)
+    partition = broker.partition(OFFSETS_TOPIC, p)
+    assert partition is not None
+    partition.append_control_batch(producer_id, 0, 0, commit)
+    broker.group_coordinator.complete_txn_offsets(producer_id, p, commit)
+
+
+def txn_commit(coordinator: GroupCoordinator, group_id: str, producer_id: int,
+               *offsets: tuple[int, int], metadata: str = "") -> Error:
+    return coordinator.txn_commit_offsets(group_id, producer_id, 0, "", None, -1, [
+        ("t", [(p, offset, -1, metadata) for p, offset in offsets])])
+
+
+async def test_a_record_that_cannot_be_written_fails_the_sync_and_the_group_moves_on(
+        broker: Broker, autojump_clock: trio.testing.MockClock) -> None:
+    """A member id past a record string's 32767 bytes (a long client id and a UUID)
+    cannot be written: as in Kafka the leader's SyncGroup fails with
+    UNKNOWN_SERVER_ERROR and the group rebalances, instead of waiting forever with the
+    leader parked (so never expiring)."""
+    coordinator = GroupCoordinator(broker, clock=lambda: int(trio.current_time() * 1000))
+    broker.group_coordinator = coordinator
+    await coordinator.ensure_topic()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coordinator.run)
+        joined = await coordinator.join(JoinRequest(
+            "g", "", None, "consumer", (("range", SUBSCRIPTION),), 6000, 10000, "c" * 32740,
+            "/127.0.0.1", 3))
+        assert joined.error is Error.NONE and len(joined.member_id) > 0x7FFF
+        written_before = written(broker, "g")
+        synced = await coordinator.sync(SyncRequest(
+            "g", joined.generation_id, joined.member_id, None, None, None,
+            ((joined.member_id, b"assigned"),)))
+        assert synced == SyncResult(Error.UNKNOWN_SERVER_ERROR)
+        assert written(broker, "g") == written_before  # nothing of it was appended
+        group = coordinator.groups.groups["g"]
+        assert group.state is GroupState.PREPARING_REBALANCE
+        await trio.sleep(6.1)  # no longer parked, the member must heartbeat: it expired
+        assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 2, {})
+        nursery.cancel_scope.cancel()
+
+
+async def test_unloading_a_partition_answers_its_parked_requests(broker: Broker) -> None:
+    """Kafka's onUnloaded: the groups go Dead and parked JoinGroup and SyncGroup
+    requests are answered NOT_COORDINATOR, so their members find the new coordinator."""
+    coordinator = broker.group_coordinator
+    await coordinator.ensure_topic()
+    answers: dict[str, Any] = {}
+
+    async def ask(name: str, request: Awaitable[object]) -> None:
+        answers[name] = await request
+
+    def join(group: str, member_id: str, client: str) -> Awaitable[JoinResult]:
+        return coordinator.join(JoinRequest(group, member_id, None, "consumer",
+                                            (("range", SUBSCRIPTION),), 6000, 10000, client,
+                                            "/127.0.0.1", 3))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(coordinator.run)
+        await join_and_sync(coordinator, "g")
+        nursery.start_soon(ask, "g: new member", join("g", "", "b"))  # waits for the leader
+        other, _ = await join_and_sync(coordinator, "s")
+        async with trio.open_nursery() as rejoining:
+            rejoining.start_soon(ask, "s: new member", join("s", "", "b"))
+            await trio.testing.wait_all_tasks_blocked()
+            rejoining.start_soon(ask, "s: leader", join("s", other, "client"))
+        follower = answers["s: new member"]
+        assert (follower.error, follower.generation_id) == (Error.NONE, 2)
+        nursery.start_soon(ask, "s: follower sync", coordinator.sync(SyncRequest(
+            "s", 2, follower.member_id)))
+        await trio.testing.wait_all_tasks_blocked()
+        assert set(answers) == {"s: new member", "s: leader"}
+        groups = {name: coordinator.groups.groups[name] for name in ("g", "s")}
+        for p in range(PARTITIONS):
+            coordinator.unload(p)
+        with trio.fail_after(5):
+            while len(answers) < 4:
+                await trio.sleep(0.01)
+        newcomer = answers["g: new member"]
+        assert newcomer == JoinResult(Error.NOT_COORDINATOR, newcomer.member_id)
+        assert newcomer.member_id.startswith("b-")
+        assert answers["s: follower sync"] == SyncResult(Error.NOT_COORDINATOR)
+        assert {name: g.state for name, g in groups.items()} == \
+            {"g": GroupState.DEAD, "s": GroupState.DEAD}
+        assert coordinator.groups.groups == {}
+        nursery.cancel_scope.cancel()
+
+
+async def test_of_a_transactional_and_a_regular_commit_the_later_record_wins(data: Path
+                                                                             ) -> None:
+    """Kafka keeps the commit whose record is later in the log (recordOffset): a
+    regular commit written after a transaction's offsets stays when the transaction
+    commits, live and when the partition is loaded again."""
+    broker = make_broker(data)
+    coordinator = broker.group_coordinator
+    await coordinator.ensure_topic()
+    assert txn_commit(coordinator, "g", 1000, (0, 5), (1, 5)) is Error.NONE
+    assert coordinator.commit_offsets("g", "", None, -1, -1, [
+        ("t", [PartitionCommit(0, 7)])], 8) == {("t", 0): Error.NONE}
+    write_marker(broker, "g", 1000, commit=True)
+    assert committed(coordinator, "g", 0, 1) == [7, 5]
+    # And the other way round: the transaction's record is the later one.
+    assert coordinator.commit_offsets("g", "", None, -1, -1, [
+        ("t", [PartitionCommit(1, 8)])], 8) == {("t", 1): Error.NONE}
+    assert txn_commit(coordinator, "g", 1001, (1, 9)) is Error.NONE
+    write_marker(broker, "g", 1001, commit=True)
+    assert committed(coordinator, "g", 0, 1) == [7, 9]
+    broker.shutdown()
+    again = make_broker(data)
+    try:
+        assert committed(again.group_coordinator, "g", 0, 1) == [7, 9]
+    finally:
+        again.shutdown()
+
+
+async def test_offsets_pending_in_a_transaction_do_not_expire(data: Path) -> None:
+    """Kafka: an offset an open transaction holds does not expire yet, nor does a group
+    with open transactions (which a TxnOffsetCommit makes a "simple" group)."""
+    now = [1_000_000]
+    broker = make_broker(data, **{"offsets.retention.minutes": "1"})
+    coordinator = GroupCoordinator(broker, clock=lambda: now[0])
+    broker.group_coordinator = coordinator
+    await coordinator.ensure_topic()
+    try:
+        coordinator.commit_offsets("g", "", None, -1, -1, [("t", [PartitionCommit(0, 1)])], 8)
+        assert txn_commit(coordinator, "g", 1000, (0, 2)) is Error.NONE
+        now[0] += 120_000
+        coordinator.expire_offsets()
+        assert committed(coordinator, "g", 0) == [1] and coordinator.groups.get("g")
+        assert txn_commit(coordinator, "only-pending", 1000, (0, 3)) is Error.NONE
+        assert coordinator.describe("only-pending")[1].state == "Empty"
+        coordinator.expire_offsets()
+        assert coordinator.groups.get("only-pending") is not None
+        write_marker(broker, "g", 1000, commit=True)
+        write_marker(broker, "only-pending", 1000, commit=True)
+        assert committed(coordinator, "g", 0) == [2]
+        assert committed(coordinator, "only-pending", 0) == [3]
+    finally:
+        broker.shutdown()
+
+
+async def test_deleting_a_group_tombstones_its_pending_offsets(broker: Broker) -> None:
+    """Kafka's deleteAllOffsets: the offsets open transactions hold are tombstoned too,
+    so that the transactions' commit brings none of them back."""
+    coordinator = broker.group_coordinator
+    await coordinator.ensure_topic()
+    coordinator.commit_offsets("d", "", None, -1, -1, [("t", [PartitionCommit(0, 1)])], 8)
+    assert txn_commit(coordinator, "d", 1001, (0, 2), (1, 3)) is Error.NONE
+    assert coordinator.delete_groups(["d"]) == {"d": Error.NONE}
+    assert written(broker, "d")[-3:] == [(OffsetCommitKey("d", "t", 0), None),
+                                         (OffsetCommitKey("d", "t", 1), None),
+                                         (GroupMetadataKey("d"), None)]
+    write_marker(broker, "d", 1001, commit=True)
+    assert committed(coordinator, "d", 0, 1) == [-1, -1]
+    assert coordinator.groups.get("d") is None
+
+
+async def test_txn_offset_metadata_is_measured_in_utf16_units(broker: Broker) -> None:
+    """Kafka compares String.length(): a character outside the BMP counts twice."""
+    coordinator = broker.group_coordinator
+    await coordinator.ensure_topic()
+    limit = coordinator.config.offset_metadata_max_bytes
+    fits, too_long = "\U0001F600" * (limit // 2), "\U0001F600" * (limit // 2 + 1)
+    assert txn_commit(coordinator, "g", 1000, (0, 1), metadata=fits) is Error.NONE
+    assert txn_commit(coordinator, "g", 1000, (0, 1), metadata=too_long) is \
+        Error.OFFSET_METADATA_TOO_LARGE

@@ -40,6 +40,7 @@ from josefk.cluster.group_types import (
     append_error_to_response_error,
 )
 from josefk.cluster.groups import Groups
+from josefk.cluster.txn_offsets import validate_txn_commit
 
 T0 = 1_700_000_000_000
 SESSION, REBALANCE, DELAY = 10_000, 30_000, 3_000
@@ -154,7 +155,11 @@ def test_transition_table_allows_only_its_moves() -> None:
             else:
                 with pytest.raises(IllegalTransition):
                     group.transition(event)
-    assert TRANSITIONS[GroupState.DEAD] == {Event.DELETE: GroupState.DEAD}
+    assert TRANSITIONS[GroupState.DEAD] == {Event.DELETE: GroupState.DEAD,
+                                            Event.UNLOAD: GroupState.DEAD}
+    # Any group can be deleted, or unloaded when another broker takes its partition.
+    assert all(moves[e] is GroupState.DEAD for moves in TRANSITIONS.values()
+               for e in (Event.DELETE, Event.UNLOAD))
 
 
 def test_two_step_join_then_initial_delay() -> None:
@@ -633,3 +638,67 @@ def test_offsets_of_a_deleted_topic() -> None:
     h.write(h.groups.delete_topic_offsets("gone"))
     assert {g: [t for t, _ in h.groups.fetch_offsets(g, None)] for g in "ab"} == \
         {"a": ["kept"], "b": ["kept"]}
+
+
+def test_a_pending_member_may_join_a_group_all_others_left() -> None:
+    """Kafka's supportsProtocols counts the members supporting a protocol against the
+    member count: with every member gone (PreparingRebalance, 0 members) any protocol
+    of the group's type is supported, so the new member is not refused."""
+    h = Harness()
+    [a] = h.stable_group(1)
+    first = h.join(client="b")
+    assert first.value is not None and first.value.error is Error.MEMBER_ID_REQUIRED
+    assert h.apply(h.groups.leave("g", [(a.member_id, None)])) == [Error.NONE]
+    group = h.groups.groups["g"]
+    assert (group.state, group.members) == (GroupState.PREPARING_REBALANCE, {})
+    assert not group.supports_protocols("connect", {"range"})  # still of its type only
+    assert not group.supports_protocols("consumer", set())
+    again = h.join(first.value.member_id, client="b", protocols=(("other", b""),))
+    assert again.value is not None
+    assert (again.value.error, again.value.generation_id, again.value.leader) == \
+        (Error.NONE, 2, first.value.member_id)
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+
+
+def test_a_new_group_is_forgotten_when_its_first_write_fails() -> None:
+    """Kafka reverts the group its first JoinGroup created when the empty group's
+    record cannot be written."""
+    h = Harness()
+    h.fail_writes = Error.NOT_COORDINATOR
+    parked = h.join(version=3)  # a one-step join: the member was parked in the group
+    assert parked.value == JoinResult(Error.NOT_COORDINATOR)
+    assert "g" not in h.groups.groups and h.groups.next_deadline("g") is None
+    first = h.join()  # answered MEMBER_ID_REQUIRED before the write, as in Kafka
+    assert first.value is not None and first.value.error is Error.MEMBER_ID_REQUIRED
+    assert "g" not in h.groups.groups
+    h.fail_writes = None
+    late = h.join(first.value.member_id)  # its pending member id went with the group
+    assert late.value is not None and late.value.error is Error.UNKNOWN_MEMBER_ID
+    assert h.member().done is False and h.state() is GroupState.PREPARING_REBALANCE
+
+
+def test_txn_offset_commit_checks() -> None:
+    """Kafka's validateTransactionalOffsetCommit and ClassicGroup.validateOffsetCommit
+    for a transactional commit."""
+    h = Harness()
+    [a] = h.stable_group(1)
+    h.apply(h.groups.commit_offsets("empty", "", None, -1, -1, [("t", [PartitionCommit(0, 1)])]))
+    stable, empty = h.groups.get("g"), h.groups.get("empty")
+    cases = [
+        (None, "", None, -1, Error.NONE),  # makes a "simple" group
+        (None, "m", None, 0, Error.ILLEGAL_GENERATION),
+        (None, "", None, 3, Error.ILLEGAL_GENERATION),
+        (empty, "m", None, -1, Error.NONE),  # no generation: an empty group takes it
+        (empty, "m", None, 0, Error.UNKNOWN_MEMBER_ID),
+        (stable, "", None, -1, Error.NONE),  # old versions carry no member or generation
+        (stable, a.member_id, None, 1, Error.NONE),
+        (stable, a.member_id, None, -1, Error.ILLEGAL_GENERATION),
+        (stable, a.member_id, None, 2, Error.ILLEGAL_GENERATION),
+        (stable, "nobody", None, 1, Error.UNKNOWN_MEMBER_ID),
+        (stable, a.member_id, "i", 1, Error.UNKNOWN_MEMBER_ID),
+    ]
+    assert [validate_txn_commit(*args) for *args, _ in cases] == [c[-1] for c in cases]
+    h.join(a.member_id, protocols=(("range", subscription("u")),))
+    h.advance(1)  # CompletingRebalance: transactional commits are still taken
+    assert stable is not None and stable.state is GroupState.COMPLETING_REBALANCE
+    assert validate_txn_commit(stable, a.member_id, None, 2) is Error.NONE

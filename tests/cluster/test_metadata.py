@@ -19,6 +19,12 @@ from josefk.cluster import metadata as md
 from josefk.cluster.metadata import (
     METADATA_FILE,
     BrokerInfo,
+    LocalMetadataStore,
+    MetadataStore,
+    Topic,
+    validate_topic_name,
+)
+from josefk.cluster.metadata_errors import (
     ClusterError,
     InconsistentClusterIdError,
     InvalidConfigError,
@@ -26,15 +32,11 @@ from josefk.cluster.metadata import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
-    LocalMetadataStore,
     MetadataCorruptError,
-    MetadataStore,
-    Topic,
     TopicExistsError,
     UnknownTopicError,
-    assign_replicas,
-    validate_topic_name,
 )
+from josefk.cluster.placement import assign_replicas
 from josefk.log.manager import parse_partition_dir
 from josefk.log.partition_metadata import METADATA_TOPIC_ID, ZERO_UUID, kafka_uuid_str
 

@@ -17,12 +17,11 @@ import trio
 from kafka import KafkaAdminClient
 
 import josefk.cluster.metadata as metadata
-from josefk.cluster.metadata import (
+from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore
+from josefk.cluster.metadata_errors import (
     MAX_PARTITIONS_PER_BATCH,
-    BrokerInfo,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
-    LocalMetadataStore,
     PartitionBatchOverflowError,
     TooManyPartitionsError,
 )
