@@ -10,7 +10,6 @@ from josefk.log.checkpoint import write_atomic
 
 PRODUCER_ID_FILE = "__josefk_producer_ids.json"
 BLOCK_SIZE = 1000  # as Kafka's controller allocates them
-MAX_EPOCH = 32767
 
 logger = logging.getLogger(__name__)
 
@@ -39,18 +38,3 @@ class ProducerIdManager:
         producer_id = self._next
         self._next += 1
         return producer_id
-
-    def issued(self, producer_id: int) -> bool:
-        """Whether ``producer_id`` could have come from this manager."""
-        return 0 <= producer_id < self._next
-
-    def init_idempotent(self, producer_id: int, epoch: int) -> tuple[int, int]:
-        """InitProducerId for a producer without a transactional id.
-
-        A new producer gets a new id at epoch 0. One that sends back an id we issued
-        and its epoch (KIP-360, after an unknown-producer or sequence error) gets the
-        epoch bumped, or a new id once the epoch is exhausted.
-        """
-        if producer_id >= 0 and epoch >= 0 and self.issued(producer_id) and epoch < MAX_EPOCH - 1:
-            return producer_id, epoch + 1
-        return self.next_id(), 0

@@ -102,6 +102,20 @@ def jtrim(s: str) -> str:
     return s[start:end]
 
 
+def parse_java_int(s: str, low: int, high: int) -> int | None:
+    """``s`` as Java's ``Short``/``Integer``/``Long.parseXxx`` read it (an optional sign
+    and ASCII digits, in ``low..high``), or None where they throw. Digits beyond what
+    any bound needs are refused before ``int()``, which would raise past Python's
+    limit on digits (and take time quadratic in them below it)."""
+    if not INTEGER.fullmatch(s):
+        return None
+    digits = s.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > len(str(max(-low, high))):
+        return None
+    value = -int(digits) if s[0] == "-" else int(digits)
+    return value if low <= value <= high else None
+
+
 def parse_value(name: str, raw: object, kind: ConfigType,
                 validator: Validator | None = None) -> Any:
     """Kafka's ``ConfigDef.parseType`` plus the key's validator; ConfigError if invalid."""
@@ -125,10 +139,9 @@ def parse_value(name: str, raw: object, kind: ConfigType,
             raise bad("Expected value to be either true or false")
         value = s.lower() == "true"
     elif kind in (ConfigType.SHORT, ConfigType.INT, ConfigType.LONG):
-        low, high = _INT_BOUNDS[kind.name]
-        if not INTEGER.fullmatch(s) or not low <= int(s) <= high:
+        value = parse_java_int(s, *_INT_BOUNDS[kind.name])
+        if value is None:
             raise bad(f"Not a number of type {kind.name}")
-        value = int(s)
     elif kind == ConfigType.DOUBLE:
         if not _DOUBLE.fullmatch(s):
             raise bad("Not a number of type DOUBLE")

@@ -11,7 +11,6 @@ dynamically"), and deleting one is a no-op.
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,7 +34,14 @@ from josefk.protocol.error_codes import (
 from josefk.protocol.messages import Request
 from josefk.server.config import validate_topic_configs
 from josefk.server.config_keys import BROKER_KEYS, TOPIC_KEYS
-from josefk.server.config_values import ConfigEntry, ConfigError, ConfigType, parse_value
+from josefk.server.config_values import (
+    INT32_MAX,
+    ConfigEntry,
+    ConfigError,
+    ConfigType,
+    parse_java_int,
+    parse_value,
+)
 from josefk.server.handlers import Response
 
 if TYPE_CHECKING:
@@ -57,8 +63,6 @@ DescribeEntry = DescribeResult.DescribeConfigsResourceResult
 DescribeSynonym = DescribeEntry.DescribeConfigsSynonym
 AlterResult = AlterConfigsResponse.AlterConfigsResourceResponse
 IncrementalResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 
 Change = tuple[str, int, "str | None"]  # (config name, AlterConfigOp id, value)
 
@@ -253,15 +257,47 @@ def apply_incremental(current: dict[str, str], changes: Iterable[Change]) -> dic
             if old is None:
                 old = ",".join(spec.default or [])
             parts = [p for p in old.split(",") if p]
-            for item in value.split(","):
-                if op == APPEND and item not in parts:
-                    parts.append(item)
-                elif op == SUBTRACT and item in parts:
-                    parts.remove(item)
-            result[key] = ",".join(parts)
+            items = _java_split(value)
+            result[key] = ",".join(_append(parts, items) if op == APPEND
+                                   else _subtract(parts, items))
         else:
             raise ResourceError(INVALID_REQUEST, f"Unknown operations type {op}")
     return result
+
+
+def _append(parts: list[str], items: Iterable[str]) -> list[str]:
+    """``parts`` and then each item not yet among them (duplicates ``parts`` already
+    had stay), as Kafka's ``if (!list.contains(v)) list.add(v)``, in linear time."""
+    present = set(parts)
+    result = list(parts)
+    for item in items:
+        if item not in present:
+            present.add(item)
+            result.append(item)
+    return result
+
+
+def _subtract(parts: list[str], items: Iterable[str]) -> list[str]:
+    """``parts`` less one occurrence, the first, per item (Kafka's ``list.remove(v)``
+    for each), in linear time."""
+    remove = Counter(items)
+    result = []
+    for part in parts:
+        if remove[part] > 0:
+            remove[part] -= 1
+        else:
+            result.append(part)
+    return result
+
+
+def _java_split(value: str) -> list[str]:
+    """Java's ``value.split(",")``: trailing empty strings dropped, unless nothing
+    was split."""
+    parts = value.split(",")
+    if len(parts) > 1:
+        while parts and not parts[-1]:
+            parts.pop()
+    return parts
 
 
 def _alter_broker(broker: Broker, name: str, changes: Sequence[Change],
@@ -315,9 +351,10 @@ def _check_topic_name(name: str) -> None:
 
 def _broker_id(name: str, what: str = "Broker id") -> int:
     """The node id a BROKER resource names (Java's ``Integer.parseInt``)."""
-    if not _JAVA_INT.fullmatch(name):
+    node_id = parse_java_int(name, -(1 << 31), INT32_MAX)
+    if node_id is None:
         raise ResourceError(INVALID_REQUEST, f"{what} must be an integer, but it is: {name}")
-    return int(name)
+    return node_id
 
 
 HANDLERS = {

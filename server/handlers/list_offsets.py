@@ -9,8 +9,10 @@ from kafka.protocol.consumer import ListOffsetsResponse
 
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.protocol.error_codes import (
+    INVALID_REQUEST,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_VERSION,
 )
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
@@ -23,7 +25,12 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
+#: The lowest ListOffsets version of each special timestamp (Kafka's
+#: ``ReplicaManager.timestampMinSupportedVersion``); any other negative one is refused.
+TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
+                         LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 TopicResp = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResp = TopicResp.ListOffsetsPartitionResponse
@@ -31,17 +38,41 @@ PartitionResp = TopicResp.ListOffsetsPartitionResponse
 
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
-    read_committed = request.api_version >= 2 and body.isolation_level == READ_COMMITTED
-    topics = []
+    version = request.api_version
+    read_committed = version >= 2 and body.isolation_level == READ_COMMITTED
+    # As Kafka's ReplicaManager.fetchOffset: one answer per partition, a partition
+    # asked for more than once is INVALID_REQUEST, topics grouped by name.
+    seen: set[tuple[str, int]] = set()
+    duplicates: set[tuple[str, int]] = set()
     for topic in body.topics:
-        partitions = []
         for p in topic.partitions:
-            epoch = p.current_leader_epoch if request.api_version >= 4 else -1
-            fields = _lookup(broker, topic.name, p.partition_index, p.timestamp, epoch,
-                             read_committed)
-            partitions.append(PartitionResp(partition_index=p.partition_index, **fields))
-        topics.append(TopicResp(name=topic.name, partitions=partitions))
+            key = (topic.name, p.partition_index)
+            (duplicates if key in seen else seen).add(key)
+    answers: dict[str, dict[int, Any]] = {}
+    for topic in body.topics:
+        partitions = answers.setdefault(topic.name, {})
+        for p in topic.partitions:
+            if p.partition_index in partitions:
+                continue
+            if (topic.name, p.partition_index) in duplicates:
+                fields = _error(INVALID_REQUEST)
+            elif _timestamp_unsupported(p.timestamp, version):
+                fields = _error(UNSUPPORTED_VERSION)
+            else:
+                epoch = p.current_leader_epoch if version >= 4 else -1
+                fields = _lookup(broker, topic.name, p.partition_index, p.timestamp, epoch,
+                                 read_committed)
+            partitions[p.partition_index] = PartitionResp(partition_index=p.partition_index,
+                                                          **fields)
+    topics = [TopicResp(name=name, partitions=list(partitions.values()))
+              for name, partitions in answers.items()]
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _timestamp_unsupported(timestamp: int, version: int) -> bool:
+    """Kafka's ``isListOffsetsTimestampUnsupported``: a negative timestamp that is no
+    special one, or one this request version predates."""
+    return timestamp < 0 and version < TIMESTAMP_MIN_VERSION.get(timestamp, version + 1)
 
 
 def _lookup(broker: Broker, topic: str, index: int, timestamp: int, epoch: int,

@@ -14,6 +14,7 @@ from josefk.log.errors import StorageError
 from josefk.log.log import RecordValidationError
 from josefk.protocol.error_codes import (
     CORRUPT_MESSAGE,
+    INVALID_TOPIC_EXCEPTION,
     INVALID_TXN_STATE,
     NONE,
     NOT_ENOUGH_REPLICAS,
@@ -28,6 +29,7 @@ from josefk.protocol.produce_response import PartitionResult, encode_produce_res
 from josefk.protocol.record_batch import RecordBatchError
 from josefk.server.connection import CloseConnection
 from josefk.server.handlers import Response
+from josefk.server.handlers.records import INTERNAL_TOPICS
 from josefk.server.txn_verification import produce_error, transactional_producer
 
 if TYPE_CHECKING:
@@ -35,6 +37,11 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
+
+#: The client id whose produce requests may write to internal topics (Kafka's
+#: ``AdminUtils.ADMIN_CLIENT_ID``); josefk's own coordinators append directly.
+ADMIN_CLIENT_ID = "__admin_client"
+
 
 class Guard(NamedTuple):
     """A verification guard taken for one partition of this produce."""
@@ -53,6 +60,7 @@ async def handle(broker: Broker, request: Request) -> Response:
     topics = []
     failed = False
     waiting: list[tuple[PartitionResult, Partition, int]] = []
+    internal_allowed = request.client_id == ADMIN_CLIENT_ID
     for topic_data in body.topic_data:
         partitions = []
         for data in topic_data.partition_data:
@@ -61,7 +69,7 @@ async def handle(broker: Broker, request: Request) -> Response:
                 result, appended = _refused(data.index, refused[key]), None
             else:
                 result, appended = _append(broker, topic_data.name, data.index, data.records,
-                                           body.acks, guards.get(key))
+                                           body.acks, guards.get(key), internal_allowed)
             failed = failed or result.error_code != 0
             partitions.append(result)
             if body.acks == -1 and appended is not None:
@@ -116,9 +124,14 @@ def _refused(index: int, error: int) -> PartitionResult:
 
 
 def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks: int,
-            guard: Guard | None = None) -> tuple[PartitionResult, tuple[Partition, int] | None]:
+            guard: Guard | None = None, internal_allowed: bool = False
+            ) -> tuple[PartitionResult, tuple[Partition, int] | None]:
     """The partition's answer, and (the partition, the offset after what was appended)
-    when something was."""
+    when something was.
+
+    Internal topics take appends only from ``__admin_client`` (Kafka's
+    ``ReplicaManager.appendToLocalLog``): anyone else could forge committed offsets or
+    coordinator state."""
     partition = broker.partition(topic, index)
     if guard is not None:
         verifier = broker.txn_verifier
@@ -129,6 +142,9 @@ def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks
             return _refused(index, INVALID_TXN_STATE), None
     if partition is None:
         return PartitionResult(index, UNKNOWN_TOPIC_OR_PARTITION), None
+    if topic in INTERNAL_TOPICS and not internal_allowed:
+        logger.info("produce to internal topic %s-%d refused", topic, index)
+        return PartitionResult(index, INVALID_TOPIC_EXCEPTION), None
     if not partition.is_leader:
         return PartitionResult(index, NOT_LEADER_OR_FOLLOWER), None
     if not records:
