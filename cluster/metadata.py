@@ -46,6 +46,8 @@ from josefk.log.partition_metadata import kafka_uuid_str, parse_kafka_uuid, rand
 METADATA_FILE = "__josefk_metadata.json"
 METADATA_FILE_VERSION = 1
 MAX_TOPIC_NAME_LENGTH = 249
+#: Kafka's ``Topic.INTERNAL_TOPICS``: the coordinators' own; clients may not produce to them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 INT32_MAX = (1 << 31) - 1
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 

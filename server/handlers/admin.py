@@ -23,7 +23,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import Topic, validate_topic_name
+from josefk.cluster.metadata import INTERNAL_TOPICS, Topic, validate_topic_name
 from josefk.cluster.metadata_errors import (
     MAX_PARTITIONS_PER_BATCH,
     ClusterError,
@@ -56,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
 #: Kafka's ``Topic.isInternal``.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 #: The schema default of the authorized-operations fields: "not requested".
 AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
 # AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,

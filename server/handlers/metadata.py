@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.group_records import OFFSETS_TOPIC
-from josefk.cluster.metadata import Topic
+from josefk.cluster.metadata import INTERNAL_TOPICS, Topic
 from josefk.cluster.metadata_errors import ClusterError
 from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC
 from josefk.protocol import metadata_response as wire
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
 ZERO_UUID = uuid.UUID(int=0)
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 # What a topic's encoded bytes depend on besides the topic: (generation, live broker ids).
 _Key = tuple[int, frozenset[int]]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import trio
 from kafka.protocol.api_key import ApiKey
 
+from josefk.cluster.metadata import INTERNAL_TOPICS
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.cluster.txn_log import TopicPartition
 from josefk.log.errors import StorageError
@@ -29,7 +30,6 @@ from josefk.protocol.produce_response import PartitionResult, encode_produce_res
 from josefk.protocol.record_batch import RecordBatchError
 from josefk.server.connection import CloseConnection
 from josefk.server.handlers import Response
-from josefk.server.handlers.records import INTERNAL_TOPICS
 from josefk.server.txn_verification import produce_error, transactional_producer
 
 if TYPE_CHECKING:

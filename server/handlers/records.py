@@ -10,6 +10,7 @@ from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
+from josefk.cluster.metadata import INTERNAL_TOPICS
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from josefk.log.log import OffsetOutOfRangeError
@@ -32,7 +33,6 @@ logger = logging.getLogger(__name__)
 HIGH_WATERMARK = -1  # DeleteRecords: delete everything below the high watermark
 INVALID_LOW_WATERMARK = -1
 #: Kafka's ``Topic.isInternal``: DeleteRecords refuses them.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 DeletePartition = DeleteTopic.DeleteRecordsPartitionResult
