@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+import trio
+
 from josefk.cluster.metadata_errors import (
     MAX_PARTITIONS_PER_BATCH,
     InconsistentClusterIdError,
@@ -357,7 +359,8 @@ class LocalMetadataStore(PlanningStore):
     The file name has no ``-<partition>`` suffix, so it is never a partition directory.
     Opening creates ``log_dir`` and the file (with a new random cluster id, unless
     ``cluster_id`` is given); an existing file must hold the same ``cluster_id`` if one is
-    given. Every change is written (atomically) before it becomes visible. ``broker``
+    given. Every change is written (atomically) before it becomes visible, in a worker
+    thread (its fsyncs would stall every connection), one change at a time. ``broker``
     is what `brokers` reports; assign a new BrokerInfo once the listener's port is known.
     """
 
@@ -374,10 +377,12 @@ class LocalMetadataStore(PlanningStore):
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self._lines: dict[str, tuple[Topic, str]] = {}
+        self._changing = trio.Lock()
         loaded = _load(self.path)
         if loaded is None:
             self._cluster_id = cluster_id or kafka_uuid_str(random_kafka_uuid())
-            self._commit({})
+            self._write({})
+            self._show({})
             return
         stored_id, topics = loaded
         if cluster_id is not None and cluster_id != stored_id:
@@ -413,36 +418,47 @@ class LocalMetadataStore(PlanningStore):
                            | None = None,
                            configs: Mapping[str, str] | None = None,
                            validate_only: bool = False) -> Topic:
-        topic = self.plan_create(name, num_partitions, replication_factor, assignment, configs,
-                                 self.new_topic_id())
-        if not validate_only:
-            self._commit({**self._topics, name: topic})
-        return topic
+        async with self._changing:
+            topic = self.plan_create(name, num_partitions, replication_factor, assignment,
+                                     configs, self.new_topic_id())
+            if not validate_only:
+                await self._commit({**self._topics, name: topic})
+            return topic
 
     async def delete_topic(self, name: str) -> Topic:
-        topic = self._existing(name)
-        self._commit({n: t for n, t in self._topics.items() if n != name})
-        return topic
+        async with self._changing:
+            topic = self._existing(name)
+            await self._commit({n: t for n, t in self._topics.items() if n != name})
+            return topic
 
     async def create_partitions(self, name: str, new_total: int,
                                 assignment: Sequence[Sequence[int]] | None = None,
                                 validate_only: bool = False) -> Topic:
-        grown = self.plan_create_partitions(name, new_total, assignment)
-        if not validate_only:
-            self._commit({**self._topics, name: grown})
-        return grown
+        async with self._changing:
+            grown = self.plan_create_partitions(name, new_total, assignment)
+            if not validate_only:
+                await self._commit({**self._topics, name: grown})
+            return grown
 
     async def alter_topic_configs(self, name: str, set: Mapping[str, str] | None = None,
                                   delete: Iterable[str] = (),
                                   validate_only: bool = False) -> Topic:
-        altered = self.plan_alter_configs(name, set, delete)
-        if not validate_only:
-            self._commit({**self._topics, name: altered})
-        return altered
+        async with self._changing:
+            altered = self.plan_alter_configs(name, set, delete)
+            if not validate_only:
+                await self._commit({**self._topics, name: altered})
+            return altered
 
-    def _commit(self, topics: dict[str, Topic]) -> None:
+    async def _commit(self, topics: dict[str, Topic]) -> None:
+        """Write ``topics`` (under `_changing`), then make them the store's."""
+        await trio.to_thread.run_sync(self._write, topics)
+        self._show(topics)
+
+    def _write(self, topics: dict[str, Topic]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path, _dump(self._cluster_id, topics, self._lines))
+
+    def _show(self, topics: dict[str, Topic]) -> None:
         self._topics = topics
         self._by_id = {t.topic_id: t for t in topics.values()}
 

@@ -576,3 +576,16 @@ def test_store_behaves_like_a_dict_of_topics(tmp_path_factory: pytest.TempPathFa
         assert all(isinstance(t, Topic) and t.replicas == [(0,)] * t.num_partitions
                    for t in s.topics())
         assert s.cluster_id == store.cluster_id
+
+
+async def test_concurrent_changes_to_the_local_store_are_all_kept(tmp_path: Path) -> None:
+    """Each change is written in a worker thread; changes made meanwhile wait their turn,
+    so none is planned from a state another is replacing."""
+    store = LocalMetadataStore(tmp_path, BrokerInfo(0, "127.0.0.1", 9092))
+    async with trio.open_nursery() as nursery:
+        for i in range(30):
+            nursery.start_soon(store.create_topic, f"t{i}", 1, 1)
+    names = {f"t{i}" for i in range(30)}
+    assert {t.name for t in store.topics()} == names
+    reopened = LocalMetadataStore(tmp_path, BrokerInfo(0, "127.0.0.1", 9092))
+    assert {t.name for t in reopened.topics()} == names

@@ -202,6 +202,6 @@ async def test_store_checks_the_replication_factor_before_the_limit(tmp_path: Pa
             return []  # the only broker is gone: a replication factor of 1 cannot be met
 
     s = Shrunk(tmp_path, BrokerInfo(0, "127.0.0.1", 9092))
-    s._commit({"t": metadata.Topic.of("t", s.new_topic_id(), [[0]])})
+    await s._commit({"t": metadata.Topic.of("t", s.new_topic_id(), [[0]])})
     with pytest.raises(InvalidReplicationFactorError, match="only 0 broker"):
         await s.create_partitions("t", INT32_MAX)
