@@ -68,6 +68,9 @@ class LogManager:
         self._flush_watch: set[Log] = set()  # logs that may need a flush (Log.flush_watch)
         self._dir_of: dict[TopicPartition, Path] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # Directories of deleted logs, renamed aside, for the server to remove off the
+        # event loop (`take_deleted_dirs`); those left at a stop go at the next start.
+        self._deleted_dirs: list[Path] = []
 
     # --- start-up ----------------------------------------------------------------
 
@@ -160,18 +163,24 @@ class LogManager:
         return moved
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Rename the partition dir aside (as Kafka does) and remove it."""
+        """Rename the partition dir aside, as Kafka does; its removal is left to the
+        server's background work (see `take_deleted_dirs`)."""
         tp = (topic, partition)
         log = self.logs.pop(tp, None)
         self._dir_of.pop(tp, None)
         if log is None:
             return
         self._flush_watch.discard(log)
-        log.close()
+        log.close(sync=False)  # nothing of it is to survive a crash
         aside = log.directory.with_name(
             f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         log.directory.rename(aside)
-        shutil.rmtree(aside, ignore_errors=True)
+        self._deleted_dirs.append(aside)
+
+    def take_deleted_dirs(self) -> list[Path]:
+        """The deleted logs' directories not yet removed (see `remove_dirs`)."""
+        taken, self._deleted_dirs = self._deleted_dirs, []
+        return taken
 
     # --- background work (the server schedules it) --------------------------------
 
@@ -243,3 +252,9 @@ def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     except CorruptCheckpointError as e:
         logger.warning("ignoring corrupt checkpoint: %s", e)
         return {}
+
+
+def remove_dirs(paths: list[Path]) -> None:
+    """Remove deleted logs' directories (blocking: the server runs it in a thread)."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)

@@ -22,7 +22,7 @@ from josefk.cluster.txn_service import TxnService
 from josefk.cluster.txn_state import TxnError
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
-from josefk.log.manager import LogManager, write_checkpoints
+from josefk.log.manager import LogManager, remove_dirs, write_checkpoints
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
 from josefk.protocol.framing import RECEIVE_SIZE
@@ -516,8 +516,9 @@ class Broker:
             self.quotas.dec(listener, ip)
 
     async def _background(self) -> None:
-        """Flush policy each second; retention, checkpoints and producer expiry on
-        Kafka's schedules. A failing job is logged and retried, never fatal."""
+        """Flush policy and deleted logs' removal each second; retention, checkpoints and
+        producer expiry on Kafka's schedules. A failing job is logged and retried, never
+        fatal."""
         config = self.config
         jobs: list[tuple[float, Callable[[], Awaitable[object]]]] = [
             (config.log_retention_check_interval_ms / 1000, self._enforce_retention),
@@ -529,6 +530,7 @@ class Broker:
         while True:
             await trio.sleep(1)
             await self._run_job(self._flush_due_logs)
+            await self._run_job(self._remove_deleted_logs)
             now = trio.current_time()
             for i, (every, job) in enumerate(jobs):
                 if now >= due[i]:
@@ -541,6 +543,10 @@ class Broker:
             await job()
         except Exception:
             logger.exception("background job %s failed", job.__name__)
+
+    async def _remove_deleted_logs(self) -> None:
+        if dirs := self.log_manager.take_deleted_dirs():
+            await trio.to_thread.run_sync(remove_dirs, dirs)
 
     async def _flush_due_logs(self) -> None:
         for log in self.log_manager.logs_needing_flush():

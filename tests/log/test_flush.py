@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
-from josefk.log.manager import LogManager
+from josefk.log.manager import DELETE_DIR_SUFFIX, LogManager, remove_dirs
 
 from .conftest import BASE_TS, build_batch, record_fsyncs
 
@@ -216,3 +217,22 @@ def test_a_flush_during_retention_starts_at_the_recovery_points_segment(
     assert log.segments[0] is unsynced
     assert log.recovery_point == log.rolled_to
     assert str(unsynced.log_path) in synced
+
+
+def test_a_deleted_log_is_renamed_aside_and_removed_later(tmp_path: Path) -> None:
+    """Deleting a topic's log renames its directory at once (as Kafka does); the removal,
+    a tree of files, is left to the server's background work, off the event loop."""
+    manager = LogManager([tmp_path])
+    manager.startup()
+    try:
+        log = manager.get_or_create_log("doomed", 0)
+        directory = log.directory
+        manager.delete_log("doomed", 0)
+        assert not directory.exists()
+        (aside,) = manager.take_deleted_dirs()
+        assert aside.exists() and aside.name.endswith(DELETE_DIR_SUFFIX)
+        assert manager.take_deleted_dirs() == []
+        remove_dirs([aside])
+        assert not aside.exists()
+    finally:
+        manager.shutdown()
