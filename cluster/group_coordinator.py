@@ -440,20 +440,23 @@ class GroupCoordinator:
                            topics: Sequence[tuple[str, Sequence[tuple[int, int, int,
                                                                       str | None]]]]) -> int:
         """TxnOffsetCommit: append the offsets in the producer's transaction; they are
-        the group's once its COMMIT marker arrives (`complete_txn_offsets`)."""
+        the group's once its COMMIT marker arrives (`complete_txn_offsets`). Partitions
+        whose metadata is too large are left out (see `oversized_metadata`)."""
         error = self.check(group_id) if group_id else Error.INVALID_GROUP_ID
         if error is Error.NONE:
             error = validate_txn_commit(self.groups.get(group_id), member_id,
                                         group_instance_id, generation_id)
         if error is not Error.NONE:
             return error
-        limit = self.config.offset_metadata_max_bytes
-        if any(metadata_too_large(m, limit) for _, parts in topics for _, _, _, m in parts):
-            return Error.OFFSET_METADATA_TOO_LARGE
-        records = offset_records(group_id, topics, self.clock())
+        oversized = self.oversized_metadata(topics)
+        records = offset_records(group_id, [
+            (name, [p for p in parts if (name, p[0]) not in oversized])
+            for name, parts in topics], self.clock())
         partition = self.broker.partition(OFFSETS_TOPIC, self.partition_for(group_id))
         if partition is None or not partition.is_leader:
             return Error.NOT_COORDINATOR
+        if not records:
+            return Error.NONE  # every partition's metadata was too large
         try:
             batch = build_txn_batch([encode_record(r) for r in records], producer_id,
                                     producer_epoch, self.clock())
@@ -471,6 +474,15 @@ class GroupCoordinator:
         for i, record in enumerate(records):
             self.groups.replay(record, info.first_offset + i, producer_id)
         return Error.NONE
+
+    def oversized_metadata(self, topics: Sequence[tuple[str, Sequence[tuple[int, int, int,
+                                                                          str | None]]]]
+                           ) -> set[tuple[str, int]]:
+        """The partitions whose metadata is over ``offset.metadata.max.bytes``: Kafka
+        answers each OFFSET_METADATA_TOO_LARGE and commits the others."""
+        limit = self.config.offset_metadata_max_bytes
+        return {(name, p) for name, parts in topics for p, _, _, m in parts
+                if metadata_too_large(m, limit)}
 
     def complete_txn_offsets(self, producer_id: int, partition: int, commit: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` was written to ``partition``: its

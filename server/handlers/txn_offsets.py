@@ -72,8 +72,10 @@ async def handle(broker: Broker, request: Request) -> Response:
                 body.generation_id if version >= 3 else -1, valid)
         if error == Error.NONE and not await broker.group_write_replicated(body.group_id):
             error = Error.COORDINATOR_NOT_AVAILABLE
+        oversized = coordinator.oversized_metadata(valid) if error == Error.NONE else set()
         for name, commits in valid:
-            errors.update(((name, p), error) for p, _, _, _ in commits)
+            errors.update(((name, p), Error.OFFSET_METADATA_TOO_LARGE if (name, p) in oversized
+                           else error) for p, _, _, _ in commits)
     by_topic: dict[str, list[PartitionResp]] = {}
     for (name, p), error in errors.items():
         by_topic.setdefault(name, []).append(PartitionResp(partition_index=p, error_code=error))

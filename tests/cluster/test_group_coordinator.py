@@ -475,6 +475,9 @@ async def test_txn_offset_metadata_is_measured_in_utf16_units(broker: Broker) ->
     await coordinator.ensure_topic()
     limit = coordinator.config.offset_metadata_max_bytes
     fits, too_long = "\U0001F600" * (limit // 2), "\U0001F600" * (limit // 2 + 1)
-    assert txn_commit(coordinator, "g", 1000, (0, 1), metadata=fits) is Error.NONE
-    assert txn_commit(coordinator, "g", 1000, (0, 1), metadata=too_long) is \
-        Error.OFFSET_METADATA_TOO_LARGE
+    commits = [("t", [(0, 1, -1, fits), (1, 7, -1, too_long)])]
+    assert coordinator.oversized_metadata(commits) == {("t", 1)}
+    # As Kafka: the partition with too much metadata fails alone, the other commits.
+    assert coordinator.txn_commit_offsets("g", 1000, 0, "", None, -1, commits) is Error.NONE
+    write_marker(broker, "g", 1000, commit=True)
+    assert committed(coordinator, "g", 0, 1) == [1, -1]
