@@ -67,6 +67,9 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 @dataclass(frozen=True)
 class ControllerConfig:
     unclean_leader_election: Callable[[str], bool]
+    # Reads the topics' configs not known yet, before an offline election asks
+    # `unclean_leader_election` (Kafka reads the topic's config from ZooKeeper there).
+    load_topic_configs: Callable[[set[str]], Awaitable[None]] | None = None
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_s: float = 300.0
     leader_imbalance_per_broker_percentage: int = 10
@@ -327,6 +330,9 @@ class Controller(TopicDeletion, Reassignment, IsrChanges, BrokerLifecycle):
         """Elect leaders with strategy ``kind`` (offline, preferred, controlled_shutdown,
         reassignment); returns each partition's error code."""
         ctx = self.ctx
+        partitions = list(partitions)
+        if kind == "offline" and self.config.load_topic_configs is not None:
+            await self.config.load_topic_configs({topic for topic, _ in partitions})
         batch = self._batch()
         results: dict[TP, int] = {}
 

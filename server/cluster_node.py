@@ -123,6 +123,7 @@ class ClusterNode:
                                   config.values["controller.socket.timeout.ms"] / 1000)
         return Controller(self.zk, channels, self.broker.node_id, ControllerConfig(
             unclean_leader_election=self._unclean_enabled,
+            load_topic_configs=self.store.load_configs,
             auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_s=config.values[
                 "leader.imbalance.check.interval.seconds"],
@@ -223,7 +224,13 @@ class ClusterNode:
             if partition is not None and (
                     info.leader_epoch < partition.leader_epoch
                     or (info.leader_epoch == partition.leader_epoch
-                        and info.partition_epoch < partition.partition_epoch)):
+                        and info.partition_epoch <= partition.partition_epoch)):
+                # Older, or the state this replica has already (a new controller's resend):
+                # ignored, as Kafka does, or it would undo an ISR change in flight.
+                logger.info("broker %d: ignoring LeaderAndIsr for %s-%d at leader epoch %d, "
+                            "partition epoch %d: it has %d, %d", broker.node_id, *info.key,
+                            info.leader_epoch, info.partition_epoch, partition.leader_epoch,
+                            partition.partition_epoch)
                 errors[info.key] = STALE_CONTROLLER_EPOCH
                 continue
             topic_id = request.topic_ids.get(info.topic) or self.cache.topic_ids.get(info.topic)

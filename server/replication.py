@@ -412,7 +412,9 @@ class IsrUpdates:
                 # state), where a different one would be refused as out of date.
                 await trio.sleep(ALTER_PARTITION_RETRY_S)
         finally:
-            if partition.pending_isr == new_isr:
+            # Still this change in flight, or did a LeaderAndIsr replace the state since?
+            ours = partition.pending_isr is new_isr
+            if ours:
                 partition.pending_isr = None
         if answer is None or partition.leader_epoch != leader_epoch:
             return
@@ -420,6 +422,13 @@ class IsrUpdates:
             logger.info("broker %d: AlterPartition %s-%d to %s refused: error %d",
                         self.host.node_id, partition.topic, partition.index, new_isr,
                         answer.error_code)
+            return
+        if not ours or answer.partition_epoch <= partition.partition_epoch:
+            # As Kafka's Partition: an answer for a state no longer the one proposed from
+            # is dropped; an ISR admitted then could hold a follower below the HW.
+            logger.info("broker %d: dropping the answer to AlterPartition %s-%d: the "
+                        "partition's state changed meanwhile", self.host.node_id,
+                        partition.topic, partition.index)
             return
         if answer.leader_epoch == partition.leader_epoch:
             partition.isr = list(answer.isr)

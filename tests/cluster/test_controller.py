@@ -9,6 +9,7 @@ their own, so that deleting one is what a broker's death looks like to the contr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,6 +27,7 @@ from josefk.cluster.controller import (
     ControllerMovedError,
     for_each,
 )
+from josefk.cluster.controller_context import TP
 from josefk.cluster.controller_requests import (
     ControllerRequest,
     ControllerResponse,
@@ -591,16 +593,22 @@ async def test_create_partitions(c: Cluster) -> None:
     assert await c.state("t", 0) == PartitionState(1, 0, (1, 2, 3), EPOCH, zk_version=0)
 
 
-async def test_offline_partition_and_unclean_election(c: Cluster) -> None:
+async def leader_alone_in_isr(c: Cluster) -> TP:
+    """Topic "u", partition 0 on brokers 1 and 2, its leader 1 shrunk the ISR to itself."""
     await c.settle()
     await c.create_topic("u", {0: (1, 2)})
     await c.wait_state("u", 0, lambda s: True)
     await c.settle()
     tp = ("u", 0)
-    # The leader shrinks the ISR to itself, then dies: no clean leader is left.
     error, _ = await c.call(lambda: c.controller.alter_partition(
         1, c.epochs[1], tp, 0, (1,), 0, 0))
     assert error == NONE
+    return tp
+
+
+async def test_offline_partition_and_unclean_election(c: Cluster) -> None:
+    tp = await leader_alone_in_isr(c)
+    # The leader dies: no clean leader is left.
     c.channel.clear()
     await c.kill(1)
     state = await c.wait_state("u", 0, lambda s: s.leader != 1)
@@ -936,3 +944,23 @@ async def test_for_each_keeps_a_bounded_number_in_flight() -> None:
     released = trio.Event()
     with pytest.raises(NoNodeError):  # bare too
         await for_each(range(6), lambda item: fail(item, moved=False))
+
+
+async def test_an_offline_election_reads_the_topics_configs_first(c: Cluster) -> None:
+    """Before an offline election the topics' configs are read (Kafka reads the topic's
+    from ZooKeeper there): a newly elected controller's broker may not have them yet, and
+    the broker default would then decide unclean.leader.election.enable."""
+    await leader_alone_in_isr(c)
+    configs: dict[str, dict[str, str]] = {}  # the broker's cache: empty, as at start-up
+
+    async def load(topics: set[str]) -> None:
+        configs.update({t: {"unclean.leader.election.enable": "true"} for t in topics})
+
+    c.controller.config = dataclasses.replace(
+        c.controller.config, load_topic_configs=load,
+        unclean_leader_election=lambda t: configs.get(t, {}).get(
+            "unclean.leader.election.enable") == "true")
+    await c.kill(1)
+    state = await c.wait_state("u", 0, lambda s: s.leader != 1)
+    assert (state.leader, state.isr) == (2, (2,))  # the topic allows an unclean leader
+    await c.settle()

@@ -361,7 +361,7 @@ class ModelBroker:
         partition = self.partition_
         if li.leader_epoch < partition.leader_epoch or (
                 li.leader_epoch == partition.leader_epoch
-                and li.partition_epoch < partition.partition_epoch):
+                and li.partition_epoch <= partition.partition_epoch):
             return
         follow = partition.apply_leadership(li.leader, li.leader_epoch, list(li.isr),
                                             list(self.machine.assignment), li.partition_epoch,
@@ -756,6 +756,16 @@ class ReplicationModel(RuleBasedStateMachine):
         note("preferred leader election")
         self.late = late
         self.write(LeaderIsr(election.leader, li.leader_epoch + 1, election.isr, 0))
+        self.send_leader_and_isr(list(BROKERS))
+        self.settle_produces()
+
+    @precondition(lambda self: bool(self.brokers))
+    @rule(late=late)
+    def controller_failover(self, late: frozenset[int]) -> None:
+        """A new controller sends every broker the partition's state as it stands in
+        ZooKeeper, an AlterPartition still in flight or not (Controller._failover)."""
+        note("controller failover")
+        self.late = late
         self.send_leader_and_isr(list(BROKERS))
         self.settle_produces()
 

@@ -36,6 +36,17 @@ def led(tmp_path: Path, topic: str, index: int) -> Partition:
                      partition_epoch=9)
 
 
+def accepted(request: Any) -> SimpleNamespace:
+    """The controller's answer accepting a one-partition AlterPartition as asked."""
+    [t] = request.topics
+    [p] = t.partitions
+    return SimpleNamespace(error_code=0, topics=[SimpleNamespace(
+        topic_id=t.topic_id, topic_name="", partitions=[SimpleNamespace(
+            partition_index=p.partition_index, error_code=0, leader_id=1,
+            leader_epoch=p.leader_epoch, isr=list(p.new_isr),
+            partition_epoch=p.partition_epoch + 1)])])
+
+
 async def test_isr_changes_share_alter_partition_requests(tmp_path: Path, monkeypatch) -> None:
     sent: list[Any] = []
     release = trio.Event()
@@ -83,13 +94,7 @@ async def test_an_unanswered_isr_change_is_sent_again_unchanged(tmp_path: Path,
         sent.append(request)
         if len(sent) == 1:
             return None  # timed out
-        [t] = request.topics
-        [p] = t.partitions
-        return SimpleNamespace(error_code=0, topics=[SimpleNamespace(
-            topic_id=t.topic_id, topic_name="", partitions=[SimpleNamespace(
-                partition_index=p.partition_index, error_code=0, leader_id=1,
-                leader_epoch=p.leader_epoch, isr=list(p.new_isr),
-                partition_epoch=p.partition_epoch + 1)])])
+        return accepted(request)
 
     monkeypatch.setattr(replication.PeerConnection, "once", once)
     monkeypatch.setattr(replication, "ALTER_PARTITION_RETRY_S", 0.01)
@@ -103,4 +108,29 @@ async def test_an_unanswered_isr_change_is_sent_again_unchanged(tmp_path: Path,
     assert asked == [([1, 2], 9), ([1, 2], 9)]
     assert partition.isr == [1, 2] and partition.partition_epoch == 10
     assert partition.pending_isr is None
+    partition.log.close()
+
+
+async def test_an_answer_for_a_state_replaced_meanwhile_is_dropped(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """While an expansion is in flight, the controller moves the partition on (a
+    LeaderAndIsr at the same leader epoch, shrinking the ISR): the answer to the old
+    proposal must not be applied, or a follower below the new high watermark would be
+    in the ISR (as Kafka's Partition drops an answer for a state no longer in flight)."""
+    release = trio.Event()
+
+    async def once(endpoint, name, timeout, request, version, what):  # type: ignore[no-untyped-def]
+        await release.wait()
+        return accepted(request)
+
+    monkeypatch.setattr(replication.PeerConnection, "once", once)
+    partition = led(tmp_path, "a", 0)
+    partition.isr = [1]
+    async with trio.open_nursery() as nursery:
+        updates = IsrUpdates(Host(), nursery, lambda: [partition])  # type: ignore[arg-type]
+        updates._propose(partition, [1, 2])
+        await trio.testing.wait_all_tasks_blocked()
+        partition.apply_leadership(1, 4, [1], [1, 2, 3], 10)  # the controller's new state
+        release.set()
+    assert partition.isr == [1] and partition.partition_epoch == 10
     partition.log.close()
