@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import trio
-from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
 from josefk.cluster.partition import Partition
 from josefk.cluster.truncation import truncation_point
@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # by topic name, with last fetched epoch (Kafka 3.9 serves 4-17)
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 4  # with the current leader epoch
+LATEST, EARLIEST = -1, -2
 ALTER_PARTITION_VERSION = 3
 ALTER_PARTITION_RETRY_S = 0.5
 TP = tuple[str, int]
@@ -48,6 +50,7 @@ _FetchTopic = FetchRequest.FetchTopic
 _Forgotten = FetchRequest.ForgottenTopic
 _OfleTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 _AlterTopic = AlterPartitionRequest.TopicData
+_ListTopic = ListOffsetsRequest.ListOffsetsTopic
 
 
 class ReplicationHost(Protocol):
@@ -292,6 +295,7 @@ class ReplicaFetcher:
                         "starting a new one", self.host.node_id, self.leader_id,
                         response.error_code)
             return
+        out_of_range: list[tuple[TP, _Following, Partition, int]] = []
         for topic in response.responses:
             for data in topic.partitions:
                 tp = (topic.topic, data.partition_index)
@@ -305,14 +309,58 @@ class ReplicaFetcher:
                 # was truncated meanwhile) they would leave a hole or overlap.
                 if (self._unchanged(tp, following, partition, state.leader_epoch)
                         and partition.log.log_end_offset == state.fetch_offset):
-                    self._process(partition, following, data)
+                    if data.error_code == OFFSET_OUT_OF_RANGE:
+                        out_of_range.append((tp, following, partition, state.leader_epoch))
+                    else:
+                        self._process(partition, following, data)
                     self._dirty.add(tp)
+        if out_of_range:
+            await self._reset_out_of_range(peer, out_of_range)
+
+    async def _reset_out_of_range(self, peer: PeerConnection,
+                                  partitions: list[tuple[TP, _Following, Partition, int]]
+                                  ) -> None:
+        """The fetch offset is outside the leader's log: as Kafka's fetcher, cut back to
+        the leader's log end if the replica has more, else start over at the leader's log
+        start if the replica's log ends before it (retention ran while it was away, or it
+        is new). Otherwise only the epoch truncation is done again."""
+        ends = await self._list_offsets(peer, partitions, LATEST)
+        starts = await self._list_offsets(peer, partitions, EARLIEST)
+        for tp, following, partition, epoch in partitions:
+            end, start = ends.get(tp), starts.get(tp)
+            self._back_off(following)
+            if not self._unchanged(tp, following, partition, epoch):
+                continue
+            log = partition.log
+            if end is not None and end < log.log_end_offset:
+                logger.info("broker %d: truncating %s-%d to %d, broker %d's log end",
+                            self.host.node_id, *tp, end, self.leader_id)
+                log.truncate_to(end)
+            elif start is not None and start > log.log_end_offset:
+                logger.info("broker %d: %s-%d starts over at %d, broker %d's log start "
+                            "(it ended at %d)", self.host.node_id, *tp, start,
+                            self.leader_id, log.log_end_offset)
+                log.truncate_fully_and_start_at(start)
+            else:
+                following.truncating = True
+
+    async def _list_offsets(self, peer: PeerConnection,
+                            partitions: list[tuple[TP, _Following, Partition, int]],
+                            timestamp: int) -> dict[TP, int]:
+        """The leader's offsets of ``partitions`` at LATEST (as a follower: its log end)
+        or EARLIEST; a partition it answers with an error is left out."""
+        topics: dict[str, list[Any]] = {}
+        for (topic, index), _, _, epoch in partitions:
+            topics.setdefault(topic, []).append(_ListTopic.ListOffsetsPartition(
+                partition_index=index, current_leader_epoch=epoch, timestamp=timestamp))
+        request = ListOffsetsRequest(replica_id=self.host.node_id, isolation_level=0,
+                                     topics=[_ListTopic(name=t, partitions=ps)
+                                             for t, ps in topics.items()])
+        response = await peer.request(request, LIST_OFFSETS_VERSION)
+        return {(t.name, p.partition_index): p.offset for t in response.topics
+                for p in t.partitions if p.error_code == NONE and p.offset >= 0}
 
     def _process(self, partition: Partition, following: _Following, data: Any) -> None:
-        if data.error_code == OFFSET_OUT_OF_RANGE:
-            following.truncating = True
-            self._back_off(following)
-            return
         if data.error_code != NONE:
             logger.info("broker %d: fetch of %s-%d from broker %d: error %d",
                         self.host.node_id, partition.topic, partition.index, self.leader_id,

@@ -40,6 +40,9 @@ async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
     read_committed = version >= 2 and body.isolation_level == READ_COMMITTED
+    # A follower (a broker's replica id) asks for the leader's log end, not what
+    # consumers may read (Kafka: no isolation level for a follower).
+    follower = body.replica_id >= 0
     # As Kafka's ReplicaManager.fetchOffset: one answer per partition, a partition
     # asked for more than once is INVALID_REQUEST, topics grouped by name.
     seen: set[tuple[str, int]] = set()
@@ -61,7 +64,7 @@ async def handle(broker: Broker, request: Request) -> Response:
             else:
                 epoch = p.current_leader_epoch if version >= 4 else -1
                 fields = _lookup(broker, topic.name, p.partition_index, p.timestamp, epoch,
-                                 read_committed)
+                                 read_committed, follower)
             partitions[p.partition_index] = PartitionResp(partition_index=p.partition_index,
                                                           **fields)
     topics = [TopicResp(name=name, partitions=list(partitions.values()))
@@ -76,7 +79,7 @@ def _timestamp_unsupported(timestamp: int, version: int) -> bool:
 
 
 def _lookup(broker: Broker, topic: str, index: int, timestamp: int, epoch: int,
-            read_committed: bool) -> dict[str, Any]:
+            read_committed: bool, follower: bool = False) -> dict[str, Any]:
     partition = broker.partition(topic, index)
     if partition is None:
         return _error(UNKNOWN_TOPIC_OR_PARTITION)
@@ -86,7 +89,7 @@ def _lookup(broker: Broker, topic: str, index: int, timestamp: int, epoch: int,
         partition.check_leader_epoch(epoch)
     except PartitionError as e:
         return _error(e.error_code)
-    found = offset_for(partition, timestamp, read_committed)
+    found = offset_for(partition, timestamp, read_committed, follower)
     if found is None:
         # No record at or after the timestamp: offset -1 and no error (Spark relies on it).
         return {"error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -95,11 +98,14 @@ def _lookup(broker: Broker, topic: str, index: int, timestamp: int, epoch: int,
             "leader_epoch": partition.log.leader_epochs.epoch_for(offset)}
 
 
-def offset_for(partition: Partition, timestamp: int, read_committed: bool
-               ) -> tuple[int, int] | None:
+def offset_for(partition: Partition, timestamp: int, read_committed: bool,
+               follower: bool = False) -> tuple[int, int] | None:
     """(timestamp, offset) for a ListOffsets query, or None when nothing matches."""
     log = partition.log
-    fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
+    if follower:
+        fetchable = log.log_end_offset
+    else:
+        fetchable = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST:
         return -1, fetchable
     if timestamp in (EARLIEST, EARLIEST_LOCAL):

@@ -25,6 +25,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from josefk.cluster.partition import Partition
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
+from josefk.protocol.error_codes import OFFSET_OUT_OF_RANGE
 from josefk.server import replication
 from josefk.server.replication import ReplicaFetcher
 
@@ -245,3 +246,53 @@ async def test_an_unexpected_error_in_a_round_is_logged_and_the_fetcher_goes_on(
             fetcher.scope.cancel()
     assert "fetching from broker 2 failed" in caplog.text
     assert "KeyError: 'no such field'" in caplog.text
+
+
+class ScriptedPeer:
+    """A leader answering each request with the next of ``answers``."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.requests: list[Any] = []
+
+    async def request(self, request: Any, version: int) -> Any:
+        self.requests.append(request)
+        return self.answers.pop(0)
+
+
+def out_of_range_answer() -> Any:
+    answer = fetch_answer(b"", high_watermark=-1)
+    answer.responses[0].partitions[0].error_code = OFFSET_OUT_OF_RANGE
+    return answer
+
+
+def list_offsets_answer(offset: int) -> Any:
+    return SimpleNamespace(topics=[SimpleNamespace(name="t", partitions=[SimpleNamespace(
+        partition_index=0, error_code=0, offset=offset)])])
+
+
+async def test_a_follower_behind_the_leaders_log_start_starts_over_there(
+        tmp_path: Path) -> None:
+    """Its log ends at 10, the leader's starts at 50 (retention ran while it was away):
+    fetching from 10 is out of range for ever unless, as Kafka's fetcher does, it asks
+    the leader's log start and end and starts over at the start."""
+    partition = follower(tmp_path)
+    fetcher = fetcher_of(partition)
+    fetcher.partitions[TP].truncating = False
+    peer = ScriptedPeer(out_of_range_answer(), list_offsets_answer(80),
+                        list_offsets_answer(50))
+    await fetcher._round(peer)  # type: ignore[arg-type]
+    assert [r.topics[0].partitions[0].timestamp for r in peer.requests[1:]] == [-1, -2]
+    assert peer.requests[1].replica_id == 1  # as a follower: the leader's log end
+    log = partition.log
+    assert (log.log_start_offset, log.log_end_offset) == (50, 50)
+    assert not fetcher.partitions[TP].truncating
+
+
+async def test_a_follower_ahead_of_the_leaders_log_end_cuts_back_to_it(tmp_path: Path) -> None:
+    partition = follower(tmp_path)
+    fetcher = fetcher_of(partition)
+    fetcher.partitions[TP].truncating = False
+    peer = ScriptedPeer(out_of_range_answer(), list_offsets_answer(4), list_offsets_answer(0))
+    await fetcher._round(peer)  # type: ignore[arg-type]
+    assert partition.log.log_end_offset == 4
