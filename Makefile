@@ -10,7 +10,7 @@ DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
 .PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log bench bench-quick clean \
-	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests chaos
+	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests chaos fuzz
 
 # The broker alone: what `make serve` needs.
 $(CORE): pyproject.toml
@@ -71,10 +71,13 @@ compat-kafka: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat
 compat-cluster-kafka: install zookeeper-jars kafka39-jars
 	$(REQUIRE) $(BIN)/pytest compat_tests/cluster --kafka $(PYTEST_ARGS)
 
-## kafka-python's own integration tests for ElectLeaders and partition reassignments
-## (from its PyPI sdist) against a three-broker josefk cluster.
-kafka-python-tests: install zookeeper-jars
+## kafka-python's own integration tests (from its git repository, KAFKA_PYTHON_REPO):
+## ElectLeaders and partition reassignments against a three-broker josefk cluster, then its
+## SSL and SASL (PLAIN, SCRAM-SHA-256/512) tests, whose fixtures start josefk, ZooKeeper and
+## Kafka 3.9's admin tools through tools/kafka_python/kafka-root.
+kafka-python-tests: install zookeeper-jars kafka39-jars
 	tools/kafka_python_tests.sh
+	tools/kafka_python_security_tests.sh
 
 lint: install
 	$(BIN)/ruff check .
@@ -116,6 +119,12 @@ bench-compaction: $(BENCH) kafka-jars
 bench-connections: $(BENCH) kafka-jars
 	$(BIN)/python -m bench.connections $(ARGS)
 
+## TLS vs Apache Kafka 4.x: produce (acks=1, idempotent) and consume MiB/s over PLAINTEXT and
+## SASL_SSL (SASL/PLAIN) on both brokers, 3 alternating rounds (~10-15 min); ARGS (--quick).
+.PHONY: bench-security
+bench-security: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.security $(ARGS)
+
 SCALE ?= 1
 
 ## Cost at scale vs Apache Kafka 4.x: 10 to 50,000 partitions (create, metadata, produce,
@@ -150,3 +159,12 @@ TARGET ?= josefk
 chaos: install zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
 	$(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
 	  --faults $(FAULTS) $(if $(SEED),--seed $(SEED))
+
+SECONDS ?= 600
+
+## Coverage-guided fuzzing (atheris, hypothesis): the request decoders and the SASL server,
+## then a broker per listener kind (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) fed mutated
+## requests before and after authentication, SECONDS each. Prints inputs tried, distinct
+## crashes (inputs kept in fuzz-crashes/) and the broker's RSS growth; fails on any crash.
+fuzz: install
+	$(BIN)/python -m fuzz --seconds $(SECONDS) $(ARGS)

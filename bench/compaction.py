@@ -513,8 +513,8 @@ class Bench:
 def core(total: int, keys: int) -> None:
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-    from josefk.log.cleaner import Cleaner, OffsetMap
-    from josefk.log.cleaner_manager import LogCleanerManager
+    from josefk.log.cleaner.cleaner import Cleaner, OffsetMap
+    from josefk.log.cleaner.manager import LogCleanerManager
     from josefk.log.config import LogConfig
     from josefk.log.manager import LogManager
 

@@ -27,7 +27,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.protocol.messages import decode_request
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 
 TOPIC = "produce-path"
 # Requests (copies of the frame) made ready at a time, outside the measured time.

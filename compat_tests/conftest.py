@@ -31,6 +31,7 @@ from typing import IO, Any
 import pytest
 from kafka import KafkaAdminClient
 
+from .certs import Certs, make_certs
 from .rawkafka import RawConnection
 
 REPO = Path(__file__).resolve().parents[1]
@@ -393,3 +394,9 @@ def kafka_tools() -> Path:
     have_java = shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
     _need(have_java, "java not found", "JOSEFK_REQUIRE_KAFKA")
     return RUN_CLASS
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """The session's test certificates (see compat_tests/certs.py)."""
+    return make_certs(tmp_path_factory.mktemp("certs"))

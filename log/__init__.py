@@ -1,1 +1,4 @@
-"""Storage engine in Kafka's on-disk format: segments, indexes, checkpoints, recovery."""
+"""The storage engine in Kafka's on-disk format: segments (``segment``), their indexes
+(``index``), the partition log (``log``, with ``transactions`` and ``deletion``), producer
+state, leader epochs, checkpoints, crash recovery, the log manager and the cleaner
+(``cleaner``). Plain synchronous code: no trio, no sockets; uses ``josefk.protocol``."""

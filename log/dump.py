@@ -8,9 +8,9 @@ from typing import TextIO
 
 from kafka.record.default_records import DefaultRecordBatch
 
-from josefk.log.offset_index import OffsetIndex
+from josefk.log.index.offset import OffsetIndex
+from josefk.log.index.time import TimeIndex
 from josefk.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
-from josefk.log.time_index import TimeIndex
 from josefk.protocol.record_batch import (
     HEADER_SIZE,
     BatchHeader,

@@ -1,5 +1,5 @@
 """A partition's log: its segments, offsets, appends, reads, truncation and flushing
-(deletion in :mod:`josefk.log.log_deletion`, transactions in :mod:`josefk.log.log_txn`)."""
+(deletion in :mod:`josefk.log.deletion`, transactions in :mod:`josefk.log.transactions`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from josefk.log.cleaner_swap import recover_swaps
+from josefk.log.cleaner.swap import recover_swaps
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
+from josefk.log.deletion import LogDeletion
 from josefk.log.errors import (
     InvalidTimestampError,
     OffsetOutOfRangeError,
@@ -23,11 +24,10 @@ from josefk.log.errors import (
     RecordValidationError,
 )
 from josefk.log.leader_epoch import LeaderEpochCache
-from josefk.log.log_deletion import LogDeletion
-from josefk.log.log_txn import LogTransactions
 from josefk.log.producer_state import BatchMetadata, ProducerStateManager, ProducerUpdate
 from josefk.log.records import keyless_record_indexes
 from josefk.log.segment import DELETED_SUFFIX, Data, LogSegment, TimestampOffset, data_size
+from josefk.log.transactions import LogTransactions
 from josefk.protocol.end_txn_marker import EndTxnMarker
 from josefk.protocol.record_batch import (
     HEADER_SIZE,

@@ -53,6 +53,14 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
+def aside_name(topic: str, partition: int, kind: str) -> str:
+    """A partition directory's name once set aside (``-delete``, ``-future``): Kafka's
+    ``logDirNameWithSuffixCappedLength``, the topic cut so the name stays within the 255
+    bytes a file name may have (a 249-character topic is legal)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{kind}"
+    return topic[:255 - len(suffix)] + suffix
+
+
 class LogManager:
     """Loads, creates, checkpoints and closes the logs of one broker."""
 
@@ -148,7 +156,7 @@ class LogManager:
         try:
             log.directory.rename(destination)
         except OSError:
-            staging = target / f"{destination.name}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            staging = target / aside_name(topic, partition, FUTURE_DIR_SUFFIX)
             shutil.copytree(log.directory, staging)
             staging.rename(destination)
             shutil.rmtree(log.directory, ignore_errors=True)
@@ -172,8 +180,7 @@ class LogManager:
             return
         self._flush_watch.discard(log)
         log.close(sync=False)  # nothing of it is to survive a crash
-        aside = log.directory.with_name(
-            f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        aside = log.directory.with_name(aside_name(topic, partition, DELETE_DIR_SUFFIX))
         log.directory.rename(aside)
         self._deleted_dirs.append(aside)
 

@@ -13,10 +13,10 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from josefk.log.clock import now_ms
 from josefk.log.file_cache import FILES, CachedFile
-from josefk.log.index import CorruptIndexError
-from josefk.log.offset_index import OffsetIndex
-from josefk.log.time_index import NO_TIMESTAMP, TimeIndex
-from josefk.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from josefk.log.index.base import CorruptIndexError
+from josefk.log.index.offset import OffsetIndex
+from josefk.log.index.time import NO_TIMESTAMP, TimeIndex
+from josefk.log.index.txn import TXN_INDEX_SUFFIX, TransactionIndex
 from josefk.protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,

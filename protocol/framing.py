@@ -87,6 +87,18 @@ class FrameDecoder:
         self._broken = False
 
     @property
+    def max_size(self) -> int:
+        return self._max
+
+    @max_size.setter
+    def max_size(self, value: int) -> None:
+        """The bound for frames not yet split (a SASL connection's grows once it is
+        authenticated: ``sasl.server.max.receive.size`` before, the request limit after)."""
+        if not self._min <= value <= 0x7FFFFFFF:
+            raise ValueError(f"bad frame size bound {value}")
+        self._max = value
+
+    @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as frames (size prefixes included)."""
         queued = sum(SIZE_PREFIX_LEN + len(f) for f in self._frames)

@@ -1,1 +1,14 @@
-"""The broker process: trio networking, request handlers, config and CLI."""
+"""The broker process: the network, the request path and everything with I/O.
+
+- ``network``: listeners, the acceptor, connections (one request at a time), connection
+  quotas, zero-copy sends, and connections to other brokers (``peer``).
+- ``config``: ``server.properties`` with Kafka's keys, defaults and listeners.
+- ``handlers``: one module per API family, registered in a table.
+- ``replication``: follower fetchers, ISR updates, incremental fetch sessions.
+- ``transactions``: transaction markers and the verification of transactional produce.
+- ``control``: a broker's cluster mode: the kazoo bridge, registration, the controller's
+  channel to brokers and its wire, producer-id blocks.
+- ``broker`` assembles them; ``cli`` starts it; ``purgatory`` parks delayed requests.
+
+Uses ``josefk.cluster``, ``josefk.log``, ``josefk.protocol``; nothing uses it.
+"""

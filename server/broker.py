@@ -12,14 +12,16 @@ from typing import Any
 import trio
 import trio.testing
 
-from josefk.cluster.group_coordinator import GroupCoordinator
-from josefk.cluster.group_records import OFFSETS_TOPIC
-from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
+from josefk.cluster.coordinator.group.coordinator import GroupCoordinator
+from josefk.cluster.coordinator.records import OFFSETS_TOPIC
+from josefk.cluster.coordinator.transaction.records import TopicPartition
+from josefk.cluster.coordinator.transaction.service import TxnService
+from josefk.cluster.coordinator.transaction.state import TxnError
+from josefk.cluster.metadata.security_store import LocalSecurityStore, SecurityStore
+from josefk.cluster.metadata.store import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
 from josefk.cluster.partition import Partition, PartitionMap, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
-from josefk.cluster.txn_log import TopicPartition
-from josefk.cluster.txn_service import TxnService
-from josefk.cluster.txn_state import TxnError
+from josefk.cluster.zk.znodes import Endpoint
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
 from josefk.log.manager import LogManager, remove_dirs, write_checkpoints
@@ -28,12 +30,9 @@ from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
 from josefk.protocol.framing import RECEIVE_SIZE
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
-from josefk.server.acceptor import Acceptor
-from josefk.server.cluster_node import ClusterNode, open_replica_partition
-from josefk.server.config import BrokerConfig, topic_config_entries, validate_topic_configs
-from josefk.server.connection import Connection, IdleConnections
-from josefk.server.connection_quotas import ConnectionQuotas, TooManyConnections, ip_of
-from josefk.server.fetch_sessions import FetchSessionCache
+from josefk.server.config.broker import BrokerConfig, topic_config_entries, validate_topic_configs
+from josefk.server.control.node import ClusterNode, open_replica_partition
+from josefk.server.control.producer_id_blocks import ProducerIdUnavailableError
 from josefk.server.handlers import (
     Handler,
     admin,
@@ -46,19 +45,26 @@ from josefk.server.handlers import (
     metadata,
     offsets,
     produce,
-    producer_ids,
     producers,
     records,
+    security,
     topics,
     transactions,
     txn_offsets,
 )
 from josefk.server.log_cleaner import LogCleanerService
-from josefk.server.producer_id_blocks import ProducerIdUnavailableError
+from josefk.server.network.acceptor import Acceptor
+from josefk.server.network.connection import Connection, IdleConnections
+from josefk.server.network.quotas import ConnectionQuotas, TooManyConnections, ip_of
+from josefk.server.network.zero_copy import Part
 from josefk.server.purgatory import Purgatory, follower_key
-from josefk.server.txn_markers import MarkerChannel, wait_replicated
-from josefk.server.txn_verification import TxnVerifier
-from josefk.server.zero_copy import Part
+from josefk.server.replication.sessions import FetchSessionCache
+from josefk.server.security.authorizer import Authorizer
+from josefk.server.security.client import PLAINTEXT_PEERS, peer_security
+from josefk.server.security.listener import listener_security
+from josefk.server.security.session import current_session
+from josefk.server.transactions.markers import MarkerChannel, wait_replicated
+from josefk.server.transactions.verification import TxnVerifier
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +73,9 @@ ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, er
 ACCEPT_RETRY_S = 0.1
 
 # Each module maps the api keys it serves to its handlers in HANDLERS.
-HANDLER_MODULES = [api_versions, metadata, produce, producer_ids, fetch, list_offsets, topics,
+HANDLER_MODULES = [api_versions, metadata, produce, fetch, list_offsets, topics,
                    admin, configs, records, groups, offsets, producers, controller_apis,
-                   transactions, txn_offsets]
+                   transactions, txn_offsets, security]
 # Served only in a cluster (zookeeper.connect set).
 CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
 # How long the background creation of deferred partitions holds the event loop at a time:
@@ -95,18 +101,31 @@ class Broker:
             threads_per_dir=config.values["num.recovery.threads.per.data.dir"])
         host, port = self._advertised_listener()
         self.local_broker = BrokerInfo(self.node_id, host, port, config.values["broker.rack"])
+        self.endpoints: dict[str, BrokerInfo] = {}  # by listener, once bound
+        # How this broker connects to the others (their inter-broker listener), and who may
+        # do what (the ACLs of the security store below).
+        self.peer_security = (peer_security(config) if config.zookeeper_connect
+                              else PLAINTEXT_PEERS)
+        self.authorizer = Authorizer.from_config(config, lambda: self.security_store.acls)
         # Cluster mode (zookeeper.connect): ZooKeeper, the controller, the metadata cache.
         self.cluster: ClusterNode | None = None
         self.store: MetadataStore
+        self.security_store: SecurityStore
         if config.zookeeper_connect:
             self.cluster = ClusterNode(self)
             self.store = self.cluster.store
+            self.security_store = self.cluster.security
         else:
             self.store = LocalMetadataStore(
                 config.log_dirs[0], self.local_broker,
                 validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
                 cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor)
+            self.security_store = LocalSecurityStore(config.log_dirs[0])
+        self.listener_security = {
+            listener.name: listener_security(config, listener,
+                                             self.security_store.scram_credential)
+            for listener in config.listeners}
         self.partitions = PartitionMap()
         # Created partitions whose logs are not open yet (open_partitions(defer=True)).
         self._unopened: dict[tuple[str, int], Topic] = {}
@@ -306,7 +325,8 @@ class Broker:
                 if unopened is not None else None)
 
     def live_brokers(self) -> list[BrokerInfo]:
-        return self.store.brokers()
+        """The live brokers as the client asking sees them: on its listener."""
+        return self.store.brokers(current_session.get().listener or None)
 
     @property
     def controller_id(self) -> int:
@@ -332,8 +352,25 @@ class Broker:
         listener = (self.config.advertised_listeners or self.config.listeners)[0]
         return listener.host or "127.0.0.1", listener.port
 
+    def _endpoints(self, bound: Mapping[str, int]) -> dict[str, BrokerInfo]:
+        """This broker on each advertised listener (a port 0 listener: the port bound)."""
+        rack = self.config.values["broker.rack"]
+        return {x.name: BrokerInfo(self.node_id, x.host or "127.0.0.1", x.port or bound[x.name],
+                                   rack)
+                for x in self.config.advertised_listeners or self.config.listeners}
+
+    def _registered_endpoints(self) -> tuple[Endpoint, ...]:
+        """Every advertised listener, for ``/brokers/ids/<id>`` (Kafka registers all)."""
+        protocols = {x.name: x.security_protocol for x in self.config.listeners}
+        return tuple(Endpoint(name, info.host, info.port, protocols[name])
+                     for name, info in self.endpoints.items())
+
     def advertised_endpoint(self) -> tuple[str, int]:
-        """The host and port clients are told to connect to (first advertised listener)."""
+        """The host and port clients are told to connect to: on the listener of the request
+        in hand (FindCoordinator), else the first advertised listener."""
+        endpoint = self.endpoints.get(current_session.get().listener)
+        if endpoint is not None:
+            return endpoint.host, endpoint.port
         return self.local_broker.host, self.local_broker.port
 
     def describe_topic_configs(self, name: str, overrides: Mapping[str, str]) -> list[Any]:
@@ -388,6 +425,7 @@ class Broker:
         self.quotas = await trio.to_thread.run_sync(ConnectionQuotas.from_config, self.config)
         try:
             async with trio.open_nursery() as nursery:
+                bound: dict[str, int] = {}
                 for listener in self.config.listeners:
                     listeners = await trio.open_tcp_listeners(
                         listener.port, host=listener.bind_host,
@@ -395,16 +433,19 @@ class Broker:
                     for sock_listener in listeners:
                         self._set_receive_buffer(sock_listener)
                         self.bound_ports.append(sock_listener.socket.getsockname()[1])
+                        bound.setdefault(listener.name, self.bound_ports[-1])
                         nursery.start_soon(self._accept, listener.name, sock_listener,
                                            nursery)
                 host, port = self._advertised_listener()
                 # Port 0 binds an ephemeral port: advertise the one we got.
                 self.local_broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0],
                                                self.config.values["broker.rack"])
+                self.endpoints = self._endpoints(bound)
                 if isinstance(self.store, LocalMetadataStore):
                     self.store.broker = self.local_broker
+                    self.store.endpoints = self.endpoints
                 if self.cluster is not None:
-                    await self.cluster.join(nursery, *self.advertised_endpoint())
+                    await self.cluster.join(nursery, self._registered_endpoints())
                 nursery.start_soon(self._background)
                 nursery.start_soon(self.idle_connections.run)
                 for task in self.background_tasks:
@@ -507,7 +548,7 @@ class Broker:
         assert self.quotas is not None
         connection = Connection(stream, self.dispatch, self.enabled,
                                 self.config.socket_request_max_bytes, self.idle_connections,
-                                self._receive_buffer)
+                                self._receive_buffer, self.listener_security[listener])
         self.connection_listeners[connection] = listener
         try:
             await connection.serve()

@@ -45,8 +45,8 @@ def serve(args: argparse.Namespace) -> int:
     import trio
 
     from josefk.server.broker import Broker
-    from josefk.server.config import load_config
-    from josefk.server.config_values import ConfigError
+    from josefk.server.config.broker import load_config
+    from josefk.server.config.values import ConfigError
 
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -62,8 +62,8 @@ def serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"josefk: {e}", file=sys.stderr)
         return 2
-    from josefk.cluster.membership import BrokerIdInUseError
-    from josefk.server.zk_client import ZooKeeperUnavailableError
+    from josefk.cluster.controller.membership import BrokerIdInUseError
+    from josefk.server.control.zk_bridge import ZooKeeperUnavailableError
 
     raise_fd_limit()
     fatal: list[BaseException] = []

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from josefk.log.cleaner import (
+from josefk.log.cleaner.cleaner import (
     BYTES_PER_ENTRY,
     Cleaner,
     CleaningAbortedError,
@@ -25,14 +25,14 @@ from josefk.log.cleaner import (
     SourceSegment,
     Throttler,
 )
-from josefk.log.cleaner_manager import LogCleanerManager
-from josefk.log.cleaner_swap import CleanedSegmentWriter
+from josefk.log.cleaner.manager import LogCleanerManager
+from josefk.log.cleaner.swap import CleanedSegmentWriter
 from josefk.log.manager import write_checkpoints
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
-logger = logging.getLogger("josefk.log.cleaner")
+logger = logging.getLogger("josefk.log.cleaner.cleaner")
 
 
 class LogCleanerService:

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_LIBS = REPO / ".cache" / "kafka" / "libs"

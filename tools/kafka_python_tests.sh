@@ -2,29 +2,20 @@
 # kafka-python's own integration tests for ElectLeaders, AlterPartitionReassignments and
 # ListPartitionReassignments against a three-broker josefk cluster (make kafka-python-tests).
 #
-# The tests come from kafka-python's git repository at the installed version's tag, into
-# .cache/kafka-python-tests (test/ only: the installed client is what runs). The
-# cluster is tools/cluster.py on ports of its own (ZooKeeper 22990, brokers 29092-29094)
-# with its data in a temporary directory; it is stopped (controlled shutdown) at the end.
-# Extra pytest arguments are passed through: tools/kafka_python_tests.sh -k elect
+# The tests come from kafka-python's git repository (tools/kafka_python/checkout.sh: from
+# KAFKA_PYTHON_REPO, default GitHub, at the tag of the installed version or else the newest
+# release tag before it, into .cache/kafka-python-tests; test/ and servers/resources/ only:
+# the installed client is what runs). The cluster is tools/cluster.py on ports of its own
+# (ZooKeeper 22990, brokers 29092-29094) with its data in a temporary directory; it is
+# stopped (controlled shutdown) at the end. Extra pytest arguments are passed through:
+# tools/kafka_python_tests.sh -k elect. The SSL and SASL tests are
+# tools/kafka_python_security_tests.sh (make kafka-python-tests runs both).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 py="$root/.venv/bin/python"
-version="$("$py" -c 'import kafka; print(kafka.__version__)')"
-cache="$root/.cache/kafka-python-tests/$version"
-
-if [[ ! -d "$cache/test/integration" ]]; then
-    # kafka-python's sdist leaves half of test/ out: take it from the git tag (the tag
-    # name is the version), test/ and the top-level files only. kafka/ stays out, or it
-    # would shadow the installed client, which is what the tests must exercise.
-    rm -rf "$cache"
-    git clone --quiet --filter=blob:none --no-checkout \
-        "${KAFKA_PYTHON_REPO:-https://github.com/dpkp/kafka-python.git}" "$cache"
-    git -C "$cache" sparse-checkout set test
-    git -C "$cache" checkout --quiet "${KAFKA_PYTHON_REF:-$version}"
-fi
+cache="$("$here/kafka_python/checkout.sh")"
 
 work="$(mktemp -d)"
 "$py" "$root/tools/cluster.py" --dir "$work/cluster" --zk-port 22990 --first-port 29092 \

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.api_message import ApiMessage
 
 from josefk.protocol.messages import Request
-from josefk.server.zero_copy import Part
+from josefk.server.network.zero_copy import Part
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker

@@ -1,16 +1,14 @@
-"""Cluster and topic administration: DeleteTopics, CreatePartitions, DescribeCluster,
-DescribeTopicPartitions, DescribeLogDirs and AlterReplicaLogDirs, answered as a Kafka
-4.x broker (and its controller) would. There is no authorizer, so every operation is allowed and the
-"authorized operations" bit fields list everything Kafka supports for the resource.
+"""Cluster and topic administration: DeleteTopics, CreatePartitions, DescribeCluster and
+DescribeTopicPartitions, answered as a Kafka 4.x broker (and its controller) would, with
+its authorization checks (without an authorizer the "authorized operations" bit fields
+list everything Kafka supports for the resource).
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 import uuid
 from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import (
@@ -23,23 +21,22 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import INTERNAL_TOPICS, Topic, validate_topic_name
-from josefk.cluster.metadata_errors import (
+from josefk.cluster.metadata.errors import (
     MAX_PARTITIONS_PER_BATCH,
     ClusterError,
     InvalidTopicError,
     PartitionBatchOverflowError,
     UnknownTopicError,
 )
+from josefk.cluster.metadata.store import INTERNAL_TOPICS, Topic, validate_topic_name
+from josefk.cluster.security.acls import AclOperation, ResourceType
 from josefk.log.partition_metadata import kafka_uuid_str
 from josefk.protocol.error_codes import (
     INVALID_REQUEST,
     INVALID_TOPIC_EXCEPTION,
-    KAFKA_STORAGE_ERROR,
-    LOG_DIR_NOT_FOUND,
     MISMATCHED_ENDPOINT_TYPE,
     NONE,
-    REPLICA_NOT_AVAILABLE,
+    TOPIC_AUTHORIZATION_FAILED,
     TOPIC_DELETION_DISABLED,
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -47,6 +44,13 @@ from josefk.protocol.error_codes import (
 )
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.security.checks import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    ERROR_MESSAGES,
+    TopicGate,
+    cluster_operations,
+    topic_operations,
+)
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -55,15 +59,7 @@ logger = logging.getLogger(__name__)
 
 
 ZERO_UUID = uuid.UUID(int=0)
-#: Kafka's ``Topic.isInternal``.
-#: The schema default of the authorized-operations fields: "not requested".
-AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
-# AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
-# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-# Without an authorizer Kafka grants all of AclEntry.supportedOperations(resource type).
-# kafka-python models DescribeCluster's bit field as the set of bits (None: omitted).
-CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+DENIED = (TOPIC_AUTHORIZATION_FAILED, ERROR_MESSAGES[TOPIC_AUTHORIZATION_FAILED])
 #: ``max.request.partition.size.limit``'s default: DescribeTopicPartitions' upper bound.
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
 BROKER_ENDPOINT = 1  # DescribeCluster EndpointType: UNKNOWN 0, BROKER 1, CONTROLLER 2
@@ -100,10 +96,12 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Response:
         return {"throttle_time_ms": 0,
                 "responses": [_delete_result(name, topic_id, code, message)
                               for name, topic_id in wanted]}
-    return {"throttle_time_ms": 0, "responses": await _delete_topics(broker, wanted)}
+    return {"throttle_time_ms": 0,
+            "responses": await _delete_topics(broker, wanted, TopicGate(broker.authorizer))}
 
 
-async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUID]]) -> list[Any]:
+async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUID]],
+                         gate: TopicGate) -> list[Any]:
     names = Counter(name for name, topic_id in wanted if name is not None and topic_id == ZERO_UUID)
     ids = Counter(topic_id for name, topic_id in wanted if name is None and topic_id != ZERO_UUID)
     results: list[Any] = []
@@ -125,7 +123,9 @@ async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUI
                                                   "Duplicate topic name."))
                 continue
             topic = broker.store.get(name)
-            if topic is None:
+            if not gate.describable(name) or (topic is not None and not gate.deletable(name)):
+                results.append(_delete_result(name, ZERO_UUID, *DENIED))
+            elif topic is None:
                 results.append(_delete_result(name, ZERO_UUID, UNKNOWN_TOPIC_OR_PARTITION,
                                               "This server does not host this topic-partition."))
             else:
@@ -141,6 +141,9 @@ async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUI
             if topic is None:
                 results.append(_delete_result(None, topic_id, UNKNOWN_TOPIC_ID,
                                               "This server does not host this topic ID."))
+            elif not gate.deletable(topic.name):  # the name only to who may see it
+                results.append(_delete_result(
+                    topic.name if gate.describable(topic.name) else None, topic_id, *DENIED))
             else:
                 by_id[topic_id] = topic.name
     for name, topic_id in by_name.items():
@@ -186,8 +189,13 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Response
                                 error_message="Duplicate topic name.")
                for name, n in counts.items() if n > 1]
     room = MAX_PARTITIONS_PER_BATCH
+    denied = broker.authorizer.denied_names(AclOperation.ALTER, ResourceType.TOPIC, counts)
     for t in body.topics:
         if counts[t.name] > 1:
+            continue
+        if t.name in denied:
+            results.append(PartitionsResult(name=t.name, error_code=TOPIC_AUTHORIZATION_FAILED,
+                                            error_message=None))
             continue
         assignment = (None if t.assignments is None
                       else [list(a.broker_ids) for a in t.assignments])
@@ -239,7 +247,7 @@ async def handle_describe_cluster(broker: Broker, request: Request) -> Response:
         "throttle_time_ms": 0, "error_code": NONE, "error_message": None,
         "endpoint_type": BROKER_ENDPOINT, "cluster_id": broker.cluster_id,
         "controller_id": controller_id, "brokers": brokers,
-        "authorized_operations": (set(CLUSTER_OPERATIONS)
+        "authorized_operations": (cluster_operations(broker.authorizer)
                                   if body.include_cluster_authorized_operations else None),
     }
 
@@ -271,6 +279,8 @@ async def handle_describe_topic_partitions(broker: Broker, request: Request) -> 
         return _dtp_error(requested, "DescribeTopicPartitionsRequest cursor partition must be "
                                      f"valid: {cursor}")
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, body.response_partition_limit), 1)
+    hidden = broker.authorizer.denied_names(AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    names -= hidden
     topics: list[Any] = []
     next_cursor = None
     for name in sorted(names):
@@ -281,7 +291,7 @@ async def handle_describe_topic_partitions(broker: Broker, request: Request) -> 
         topic = broker.store.get(name)
         if topic is None:
             if not fetch_all:
-                topics.append(_dtp_missing(name))
+                topics.append(_dtp_missing(name, topic_operations(broker.authorizer, name)))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         end = min(topic.num_partitions, start + remaining)
@@ -289,11 +299,16 @@ async def handle_describe_topic_partitions(broker: Broker, request: Request) -> 
             error_code=NONE, name=name, topic_id=topic.topic_id,
             is_internal=name in INTERNAL_TOPICS,
             partitions=[_dtp_partition(broker, topic, index) for index in range(start, end)],
-            topic_authorized_operations=TOPIC_OPERATIONS))
+            topic_authorized_operations=topic_operations(broker.authorizer, name)))
         if end < topic.num_partitions:
             next_cursor = DtpCursor(topic_name=name, partition_index=end)
             break
         remaining -= max(0, end - start)
+    if not fetch_all:
+        topics += [DtpTopic(error_code=TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=ZERO_UUID,
+                            is_internal=False, partitions=[],
+                            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                   for name in sorted(hidden)]
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
 
 
@@ -309,7 +324,7 @@ def _dtp_partition(broker: Broker, topic: Topic, index: int) -> Any:
         offline_replicas=list(view.offline) if view else [])
 
 
-def _dtp_missing(name: str) -> Any:
+def _dtp_missing(name: str, operations: int) -> Any:
     try:
         validate_topic_name(name)
         code = UNKNOWN_TOPIC_OR_PARTITION
@@ -317,7 +332,7 @@ def _dtp_missing(name: str) -> Any:
         code = INVALID_TOPIC_EXCEPTION
     return DtpTopic(error_code=code, name=name, topic_id=ZERO_UUID,
                     is_internal=name in INTERNAL_TOPICS, partitions=[],
-                    topic_authorized_operations=TOPIC_OPERATIONS)
+                    topic_authorized_operations=operations)
 
 
 def _dtp_error(requested: list[str], message: str) -> dict[str, Any]:
@@ -330,83 +345,9 @@ def _dtp_error(requested: list[str], message: str) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": None}
 
 
-# --- DescribeLogDirs ---------------------------------------------------------------------
-
-
-async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response:
-    """DescribeLogDirs v1-4: each log dir with the sizes of the requested partitions."""
-    body = request.body
-    wanted = None if body.topics is None else {
-        (t.topic, p) for t in body.topics for p in t.partitions}
-    broker.open_deferred_partitions()
-    manager = broker.log_manager
-    results = []
-    for log_dir in manager.log_dirs:
-        by_topic: dict[str, list[Any]] = {}
-        for (topic, index), log in sorted(manager.logs.items()):
-            if manager.dir_of(topic, index) != log_dir:
-                continue
-            if wanted is not None and (topic, index) not in wanted:
-                continue
-            by_topic.setdefault(topic, []).append(LogDirPartition(
-                partition_index=index, partition_size=log.size_in_bytes(),
-                offset_lag=max(log.high_watermark - log.log_end_offset, 0),
-                is_future_key=False))
-        try:
-            usage = shutil.disk_usage(log_dir)
-        except OSError as e:
-            logger.warning("DescribeLogDirs: cannot stat %s: %s", log_dir, e)
-            results.append(LogDirResult(error_code=KAFKA_STORAGE_ERROR,
-                                        log_dir=str(log_dir.absolute()), topics=[]))
-            continue
-        results.append(LogDirResult(
-            error_code=NONE, log_dir=str(log_dir.absolute()),
-            topics=[LogDirTopic(name=name, partitions=partitions)
-                    for name, partitions in by_topic.items()],
-            total_bytes=usage.total, usable_bytes=usage.free))
-    return {"throttle_time_ms": 0, "error_code": NONE, "results": results}
-
-
-# --- AlterReplicaLogDirs -----------------------------------------------------------------
-
-
-async def handle_alter_replica_log_dirs(broker: Broker, request: Request) -> Response:
-    """AlterReplicaLogDirs v1-2: move replicas hosted here to another of the log dirs."""
-    dirs = {str(d.absolute()): d for d in broker.log_manager.log_dirs}
-    by_topic: dict[str, list[Any]] = {}
-    for wanted in request.body.dirs:
-        target = dirs.get(str(Path(wanted.path).absolute()))
-        for t in wanted.topics:
-            for index in t.partitions:
-                by_topic.setdefault(t.name, []).append(ReplicaDirPartition(
-                    partition_index=index,
-                    error_code=_move_replica(broker, t.name, index, target, wanted.path)))
-    return {"throttle_time_ms": 0, "results": [
-        ReplicaDirTopic(topic_name=name, partitions=parts) for name, parts in by_topic.items()]}
-
-
-def _move_replica(broker: Broker, topic: str, index: int, target: Path | None, path: str
-                  ) -> int:
-    if target is None:
-        logger.info("AlterReplicaLogDirs: %s is not one of log.dirs", path)
-        return LOG_DIR_NOT_FOUND
-    partition = broker.partition(topic, index)
-    if partition is None:
-        return REPLICA_NOT_AVAILABLE
-    try:
-        partition.log = broker.log_manager.move_log(topic, index, target)
-    except OSError as e:
-        logger.error("AlterReplicaLogDirs: moving %s-%d to %s failed: %s", topic, index,
-                     target, e)
-        return KAFKA_STORAGE_ERROR
-    return NONE
-
-
 HANDLERS = {
-    ApiKey.AlterReplicaLogDirs: handle_alter_replica_log_dirs,
     ApiKey.DeleteTopics: handle_delete_topics,
     ApiKey.CreatePartitions: handle_create_partitions,
     ApiKey.DescribeCluster: handle_describe_cluster,
     ApiKey.DescribeTopicPartitions: handle_describe_topic_partitions,
-    ApiKey.DescribeLogDirs: handle_describe_log_dirs,
 }

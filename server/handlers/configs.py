@@ -22,8 +22,9 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import validate_topic_name
-from josefk.cluster.metadata_errors import ClusterError, InvalidTopicError
+from josefk.cluster.metadata.errors import ClusterError, InvalidTopicError
+from josefk.cluster.metadata.store import validate_topic_name
+from josefk.cluster.security.acls import AclOperation
 from josefk.protocol.error_codes import (
     INVALID_CONFIG,
     INVALID_REQUEST,
@@ -32,9 +33,9 @@ from josefk.protocol.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.messages import Request
-from josefk.server.config import validate_topic_configs
-from josefk.server.config_keys import BROKER_KEYS, TOPIC_KEYS
-from josefk.server.config_values import (
+from josefk.server.config.broker import validate_topic_configs
+from josefk.server.config.keys import BROKER_KEYS, TOPIC_KEYS
+from josefk.server.config.values import (
     INT32_MAX,
     ConfigEntry,
     ConfigError,
@@ -43,6 +44,7 @@ from josefk.server.config_values import (
     parse_value,
 )
 from josefk.server.handlers import Response
+from josefk.server.security.checks import ERROR_MESSAGES, config_denied
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -84,8 +86,15 @@ async def handle_describe(broker: Broker, request: Request) -> Response:
     when asked for, filtered by ``configuration_keys`` (null or empty: all)."""
     body = request.body
     include_docs = request.api_version >= 3 and body.include_documentation
-    results = []
+    results, refused = [], []
     for r in body.resources:
+        denied = config_denied(broker.authorizer, AclOperation.DESCRIBE_CONFIGS,
+                               r.resource_type, r.resource_name)
+        if denied is not None:  # answered last, as Kafka's ConfigHelper does
+            refused.append(DescribeResult(
+                error_code=denied, error_message=ERROR_MESSAGES[denied],
+                resource_type=r.resource_type, resource_name=r.resource_name, configs=[]))
+            continue
         try:
             entries = describe_resource(broker, r.resource_type, r.resource_name)
         except ResourceError as e:
@@ -102,7 +111,7 @@ async def handle_describe(broker: Broker, request: Request) -> Response:
             error_code=NONE, error_message="", resource_type=r.resource_type,
             resource_name=r.resource_name,
             configs=[_describe_entry(e, body.include_synonyms, include_docs) for e in entries]))
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": results + refused}
 
 
 def describe_resource(broker: Broker, resource_type: int, name: str) -> list[ConfigEntry]:
@@ -173,6 +182,7 @@ async def _alter(broker: Broker, resources: list[tuple[int, str, list[Change]]],
         try:
             if counts[(rtype, name)] > 1:
                 raise ResourceError(INVALID_REQUEST, "Each resource must appear at most once.")
+            _check_alter_allowed(broker, rtype, name, changes, incremental)
             await alter_resource(broker, rtype, name, changes, incremental=incremental,
                            validate_only=validate_only)
         except ResourceError as e:
@@ -185,16 +195,34 @@ async def _alter(broker: Broker, resources: list[tuple[int, str, list[Change]]],
     return results
 
 
-async def alter_resource(broker: Broker, rtype: int, name: str, changes: Sequence[Change], *,
-                   incremental: bool, validate_only: bool) -> None:
-    """Apply (or with ``validate_only`` check) one resource's changes; ResourceError if
-    refused. Without ``incremental`` the changes (all SET) replace every override."""
+def _check_alter_allowed(broker: Broker, rtype: int, name: str, changes: Sequence[Change],
+                         incremental: bool) -> None:
+    """ALTER_CONFIGS on the resource, checked as Kafka does: after the checks of the
+    request itself (the broker's ConfigAdminManager.preprocess)."""
+    if not broker.authorizer.enabled or (rtype == BROKER_LOGGER and not incremental):
+        return
+    _check_changes(changes)
+    if rtype == BROKER and name and _broker_id(name, "Node id") != broker.node_id:
+        return  # alter_resource refuses it
+    denied = config_denied(broker.authorizer, AclOperation.ALTER_CONFIGS, rtype, name)
+    if denied is not None:
+        raise ResourceError(denied, ERROR_MESSAGES[denied])
+
+
+def _check_changes(changes: Sequence[Change]) -> None:
     keys = Counter(key for key, _, _ in changes)
     if any(n > 1 for n in keys.values()):
         raise ResourceError(INVALID_REQUEST, "Error due to duplicate config keys")
     nulls = [key for key, op, value in changes if value is None and op != DELETE]
     if nulls:
         raise ResourceError(INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+
+
+async def alter_resource(broker: Broker, rtype: int, name: str, changes: Sequence[Change], *,
+                   incremental: bool, validate_only: bool) -> None:
+    """Apply (or with ``validate_only`` check) one resource's changes; ResourceError if
+    refused. Without ``incremental`` the changes (all SET) replace every override."""
+    _check_changes(changes)
     if rtype == TOPIC:
         await _alter_topic(broker, name, changes, incremental, validate_only)
     elif rtype == BROKER:

@@ -6,7 +6,7 @@ for the controller get NOT_CONTROLLER on any other broker, as in Kafka."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import (
@@ -16,21 +16,24 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.controller import Controller, ControllerMovedError
-from josefk.cluster.controller_isr import AlterIsr
+from josefk.cluster.controller.controller import Controller, ControllerMovedError
+from josefk.cluster.controller.isr import AlterIsr
+from josefk.cluster.metadata.requests import ControllerResponse
+from josefk.cluster.security.acls import AclOperation
 from josefk.protocol.controller_messages import (
     AlterPartitionResponse,
     ControlledShutdownResponse,
     LeaderAndIsrResponse,
     StopReplicaResponse,
 )
-from josefk.protocol.error_codes import NONE, NOT_CONTROLLER
-from josefk.server.controller_wire import (
+from josefk.protocol.error_codes import CLUSTER_AUTHORIZATION_FAILED, NONE, NOT_CONTROLLER
+from josefk.server.control.wire import (
     decode_leader_and_isr,
     decode_stop_replica,
     decode_update_metadata,
 )
 from josefk.server.handlers import Response
+from josefk.server.security.checks import ERROR_MESSAGES
 
 if TYPE_CHECKING:
     from josefk.protocol.messages import Request
@@ -45,10 +48,23 @@ _ReassignTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 _ListTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 
 
+def _refused(broker: Broker, operation: AclOperation = AclOperation.CLUSTER_ACTION) -> bool:
+    """The check of these APIs (AuthHelper.authorizeClusterOperation): the operation on the
+    cluster, else CLUSTER_AUTHORIZATION_FAILED."""
+    return not broker.authorizer.cluster_allowed(operation)
+
+
+def _all_refused(partitions: Iterable[tuple[str, int]]) -> ControllerResponse:
+    """The request's error response: the error at the top and for every partition."""
+    return ControllerResponse(CLUSTER_AUTHORIZATION_FAILED,
+                              dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED))
+
+
 async def handle_leader_and_isr(broker: Broker, request: Request) -> Response:
     assert broker.cluster is not None
     req = decode_leader_and_isr(request.body)
-    result = await broker.cluster.leader_and_isr(req)
+    result = (_all_refused((p.topic, p.partition) for p in req.partitions) if _refused(broker)
+              else await broker.cluster.leader_and_isr(req))
     if request.api_version < 5:
         return {"error_code": result.error_code, "partition_errors": [
             LeaderAndIsrResponse.LeaderAndIsrPartitionError(
@@ -65,13 +81,17 @@ async def handle_leader_and_isr(broker: Broker, request: Request) -> Response:
 
 async def handle_update_metadata(broker: Broker, request: Request) -> Response:
     assert broker.cluster is not None
+    if _refused(broker):
+        return {"error_code": CLUSTER_AUTHORIZATION_FAILED}
     result = await broker.cluster.update_metadata(decode_update_metadata(request.body))
     return {"error_code": result.error_code}
 
 
 async def handle_stop_replica(broker: Broker, request: Request) -> Response:
     assert broker.cluster is not None
-    result = await broker.cluster.stop_replica(decode_stop_replica(request.body))
+    req = decode_stop_replica(request.body)
+    result = (_all_refused((p.topic, p.partition) for p in req.partitions) if _refused(broker)
+              else await broker.cluster.stop_replica(req))
     return {"error_code": result.error_code, "partition_errors": [
         StopReplicaResponse.StopReplicaPartitionError(topic_name=t, partition_index=p,
                                                       error_code=e)
@@ -91,6 +111,8 @@ async def _on_controller(broker: Broker, work: Callable[[Controller], Awaitable[
 
 async def handle_controlled_shutdown(broker: Broker, request: Request) -> Response:
     body = request.body
+    if _refused(broker):
+        return {"error_code": CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     epoch = body.broker_epoch if request.api_version >= 2 else -1
     result = await _on_controller(
         broker, lambda c: c.controlled_shutdown(body.broker_id, epoch))
@@ -134,6 +156,8 @@ async def handle_alter_partition(broker: Broker, request: Request) -> Response:
                 partitions=partitions))
         return topics
 
+    if _refused(broker):
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "topics": []}
     topics = await _on_controller(broker, work)
     if topics is None:
         return {"throttle_time_ms": 0, "error_code": NOT_CONTROLLER, "topics": []}
@@ -142,6 +166,9 @@ async def handle_alter_partition(broker: Broker, request: Request) -> Response:
 
 async def handle_allocate_producer_ids(broker: Broker, request: Request) -> Response:
     body = request.body
+    if _refused(broker):
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                "producer_id_start": 0, "producer_id_len": 0}
     result = await _on_controller(
         broker, lambda c: c.allocate_producer_ids(body.broker_id, body.broker_epoch))
     error, start, length = result if result is not None else (NOT_CONTROLLER, -1, -1)
@@ -158,16 +185,18 @@ async def handle_elect_leaders(broker: Broker, request: Request) -> Response:
                               "preferred")
     wanted = None if body.topic_partitions is None else [
         (t.topic, p) for t in body.topic_partitions for p in t.partitions]
-    results = await _on_controller(broker, lambda c: c.elect_leaders(wanted, kind))
+    refused = _refused(broker, AclOperation.ALTER)
+    results = (None if refused
+               else await _on_controller(broker, lambda c: c.elect_leaders(wanted, kind)))
     if results is None:
-        results = {tp: NOT_CONTROLLER for tp in wanted or []}
-        top = NOT_CONTROLLER
+        top = CLUSTER_AUTHORIZATION_FAILED if refused else NOT_CONTROLLER
+        results = {tp: top for tp in wanted or []}
     else:
         top = NONE
     by_topic: dict[str, list[Any]] = {}
     for (topic, p), error in sorted(results.items()):
         by_topic.setdefault(topic, []).append(_ElectResult.PartitionResult(
-            partition_id=p, error_code=error, error_message=None))
+            partition_id=p, error_code=error, error_message=ERROR_MESSAGES.get(error)))
     return {"throttle_time_ms": 0, "error_code": top if request.api_version >= 1 else NONE,
             "replica_election_results": [
                 _ElectResult(topic=t, partition_result=r) for t, r in by_topic.items()]}
@@ -178,16 +207,23 @@ async def handle_alter_partition_reassignments(broker: Broker, request: Request)
     targets = {(t.name, p.partition_index): (tuple(p.replicas) if p.replicas is not None
                                               else None)
                for t in body.topics for p in t.partitions}
+    if _refused(broker, AclOperation.ALTER):
+        return _reassign_answer(CLUSTER_AUTHORIZATION_FAILED,
+                                dict.fromkeys(targets, CLUSTER_AUTHORIZATION_FAILED))
     results = await _on_controller(broker, lambda c: c.reassign(targets))
     if results is None:
         return {"throttle_time_ms": 0, "error_code": NOT_CONTROLLER,
                 "error_message": "This is not the correct controller for this cluster.",
                 "responses": []}
+    return _reassign_answer(NONE, results)
+
+
+def _reassign_answer(top: int, results: dict[tuple[str, int], int]) -> Response:
     by_topic: dict[str, list[Any]] = {}
     for (topic, p), error in results.items():
         by_topic.setdefault(topic, []).append(_ReassignTopic.ReassignablePartitionResponse(
-            partition_index=p, error_code=error, error_message=None))
-    return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+            partition_index=p, error_code=error, error_message=ERROR_MESSAGES.get(error)))
+    return {"throttle_time_ms": 0, "error_code": top, "error_message": ERROR_MESSAGES.get(top),
             "responses": [_ReassignTopic(name=t, partitions=ps) for t, ps in by_topic.items()]}
 
 
@@ -199,6 +235,9 @@ async def handle_list_partition_reassignments(broker: Broker, request: Request) 
     async def work(c: Controller) -> Any:
         return c.list_reassignments(wanted)
 
+    if _refused(broker, AclOperation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": ERROR_MESSAGES[CLUSTER_AUTHORIZATION_FAILED], "topics": []}
     ongoing = await _on_controller(broker, work)
     if ongoing is None:
         return {"throttle_time_ms": 0, "error_code": NOT_CONTROLLER,

@@ -34,7 +34,10 @@ from josefk.protocol.error_codes import (
 )
 from josefk.protocol.fetch_response import FetchedTopic, encode_fetch_response
 from josefk.protocol.messages import Request
-from josefk.server.fetch_sessions import (
+from josefk.server.handlers import Response
+from josefk.server.network.zero_copy import FileRegion
+from josefk.server.purgatory import follower_key
+from josefk.server.replication.sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     TP,
@@ -42,9 +45,7 @@ from josefk.server.fetch_sessions import (
     FetchSession,
     SessionError,
 )
-from josefk.server.handlers import Response
-from josefk.server.purgatory import follower_key
-from josefk.server.zero_copy import FileRegion
+from josefk.server.security.checks import refuse_fetch
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -97,6 +98,11 @@ async def handle(broker: Broker, request: Request) -> Response:
     max_bytes = min(body.max_bytes, broker.config.values["fetch.max.bytes"])
     min_bytes = min(body.min_bytes, max_bytes)
     replica = _replica_id(body, version)
+    refused: list[PartitionRead] = []
+    if broker.authorizer.enabled:
+        refused = refuse_fetch(broker.authorizer, _requested(broker, body, version), replica)
+        if replica >= 0 and refused:
+            return _encode(request, refused)
     try:
         session = _session(broker, body, version, replica)
     except SessionError as e:
@@ -107,6 +113,8 @@ async def handle(broker: Broker, request: Request) -> Response:
 
     def read_all() -> tuple[list[PartitionRead], int]:
         reads = _requested(broker, body, version)
+        if refused:
+            refuse_fetch(broker.authorizer, reads, replica)
         return reads, _read_all(broker, reads, max_bytes, read_committed, replica)
 
     reads, total = read_all()
@@ -128,7 +136,7 @@ async def handle(broker: Broker, request: Request) -> Response:
             reads, total = read_all()
             if not fired:
                 break
-    return _encode(request, reads)
+    return _encode(request, reads + refused if refused else reads)
 
 
 def _wait_key(r: PartitionRead, replica: int) -> Any:

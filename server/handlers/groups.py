@@ -11,20 +11,24 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from josefk.cluster.group_types import Error, JoinRequest, SyncRequest
+from josefk.cluster.coordinator.group.api import Error, JoinRequest, SyncRequest
+from josefk.cluster.security.acls import AclOperation, ResourceType
+from josefk.protocol.error_codes import (
+    GROUP_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
 from josefk.protocol.messages import Request
-from josefk.server.connection import client_host
 from josefk.server.handlers import Response
+from josefk.server.network.connection import client_host
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-# DescribeGroups without an authorizer: every operation a group supports (Kafka's
-# AclEntry.supportedOperations(GROUP): READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS,
-# ALTER_CONFIGS: the bits of a bit field); None is Integer.MIN_VALUE, "not asked for".
-GROUP_AUTHORIZED_OPERATIONS = frozenset({3, 6, 8, 10, 11})
+# kafka-python models DescribeGroups' bit field as the set of its bits; None is
+# Integer.MIN_VALUE, "not asked for".
 AUTHORIZED_OPERATIONS_OMITTED = None
+Op, Rt = AclOperation, ResourceType
 
 Coordinator = FindCoordinatorResponse.Coordinator
 JoinedMember = JoinGroupResponse.JoinGroupResponseMember
@@ -54,6 +58,9 @@ async def handle_find_coordinator(broker: Broker, request: Request) -> Response:
 
 
 async def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+    refusal = _coordinator_refusal(broker, key_type, key)
+    if refusal is not None:
+        return {"error_code": refusal, "node_id": -1, "host": "", "port": -1}
     if key_type == GROUP_KEY:
         error, node = await broker.group_coordinator.coordinator_node(key)
     elif key_type == TRANSACTION_KEY:
@@ -66,12 +73,35 @@ async def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any
     return {"error_code": 0, "node_id": node.node_id, "host": node.host, "port": node.port}
 
 
+def _coordinator_refusal(broker: Broker, key_type: int, key: str) -> int | None:
+    """DESCRIBE on the group or transactional id whose coordinator is asked for."""
+    authorizer = broker.authorizer
+    if not authorizer.enabled:
+        return None
+    if key_type == GROUP_KEY and not authorizer.allowed(Op.DESCRIBE, Rt.GROUP, key):
+        return GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION_KEY and not authorizer.allowed(Op.DESCRIBE,
+                                                              Rt.TRANSACTIONAL_ID, key):
+        return TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None
+
+
 # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------------------------------
+
+
+def _may_read(broker: Broker, group_id: str) -> bool:
+    return broker.authorizer.allowed(Op.READ, Rt.GROUP, group_id)
 
 
 async def handle_join_group(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
+    if not _may_read(broker, body.group_id):
+        # JoinGroupRequest.getErrorResponse
+        return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                "generation_id": -1, "protocol_type": None,
+                "protocol_name": None if version >= 7 else "", "leader": "",
+                "skip_assignment": False, "member_id": "", "members": []}
     req = JoinRequest(
         group_id=body.group_id, member_id=body.member_id,
         group_instance_id=body.group_instance_id if version >= 5 else None,
@@ -100,6 +130,9 @@ async def handle_sync_group(broker: Broker, request: Request) -> Response:
     if version >= 5 and (protocol_type is None or protocol_name is None):
         return {"throttle_time_ms": 0, "error_code": Error.INCONSISTENT_GROUP_PROTOCOL,
                 "assignment": b""}
+    if not _may_read(broker, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                "protocol_type": None, "protocol_name": None, "assignment": b""}
     req = SyncRequest(
         group_id=body.group_id, generation_id=body.generation_id, member_id=body.member_id,
         group_instance_id=body.group_instance_id if version >= 3 else None,
@@ -115,6 +148,8 @@ async def handle_sync_group(broker: Broker, request: Request) -> Response:
 
 async def handle_heartbeat(broker: Broker, request: Request) -> Response:
     body = request.body
+    if not _may_read(broker, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED}
     instance_id = body.group_instance_id if request.api_version >= 3 else None
     error = broker.group_coordinator.heartbeat(body.group_id, body.member_id, instance_id,
                                                body.generation_id)
@@ -124,6 +159,9 @@ async def handle_heartbeat(broker: Broker, request: Request) -> Response:
 async def handle_leave_group(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
+    if not _may_read(broker, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED,
+                "members": []}
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
@@ -145,8 +183,16 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
     with_operations = version >= 3 and body.include_authorized_operations
-    groups = []
+    denied = broker.authorizer.denied_names(Op.DESCRIBE, Rt.GROUP, body.groups)
+    # Kafka answers the groups the client may not describe first.
+    groups = [DescribedGroup(
+        error_code=GROUP_AUTHORIZATION_FAILED, error_message=None, group_id=group_id,
+        group_state="", protocol_type="", protocol_data="", members=[],
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+        for group_id in body.groups if group_id in denied]
     for group_id in body.groups:
+        if group_id in denied:
+            continue
         error, description = broker.group_coordinator.describe(group_id)
         if description is None:
             groups.append(DescribedGroup(
@@ -162,8 +208,8 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Response:
                 member_id=m.member_id, group_instance_id=m.group_instance_id,
                 client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                 member_assignment=m.assignment) for m in description.members],
-            authorized_operations=set(GROUP_AUTHORIZED_OPERATIONS) if with_operations
-            else AUTHORIZED_OPERATIONS_OMITTED))
+            authorized_operations=broker.authorizer.authorized_operations(Rt.GROUP, group_id)
+            if with_operations else AUTHORIZED_OPERATIONS_OMITTED))
     return {"throttle_time_ms": 0, "groups": groups}
 
 
@@ -173,6 +219,10 @@ async def handle_list_groups(broker: Broker, request: Request) -> Response:
     states = body.states_filter if version >= 4 else []
     types = body.types_filter if version >= 5 else []
     error, listed = broker.group_coordinator.list_groups(states or [], types or [])
+    authorizer = broker.authorizer
+    if authorizer.enabled and not authorizer.cluster_allowed(Op.DESCRIBE, log_denial=False):
+        listed = [g for g in listed
+                  if authorizer.allowed(Op.DESCRIBE, Rt.GROUP, g[0], log_denial=False)]
     return {"throttle_time_ms": 0, "error_code": error, "groups": [
         ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
                     group_type="classic") for group_id, protocol_type, state in listed]}
@@ -180,9 +230,14 @@ async def handle_list_groups(broker: Broker, request: Request) -> Response:
 
 async def handle_delete_groups(broker: Broker, request: Request) -> Response:
     group_ids = list(dict.fromkeys(request.body.groups_names))
-    results = broker.group_coordinator.delete_groups(group_ids)
+    denied = broker.authorizer.denied_names(Op.DELETE, Rt.GROUP, group_ids)
+    allowed = [g for g in group_ids if g not in denied]
+    results: dict[str, int] = dict(broker.group_coordinator.delete_groups(allowed))
+    results.update(dict.fromkeys(denied, GROUP_AUTHORIZATION_FAILED))
+    # Kafka answers the groups the client may not delete last.
     return {"throttle_time_ms": 0, "results": [
-        DeletedGroup(group_id=group_id, error_code=results[group_id]) for group_id in group_ids]}
+        DeletedGroup(group_id=group_id, error_code=results[group_id])
+        for group_id in allowed + [g for g in group_ids if g in denied]]}
 
 
 HANDLERS = {

@@ -8,14 +8,17 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
 from josefk.cluster.partition import Partition, PartitionError
+from josefk.cluster.security.acls import AclOperation
 from josefk.protocol.error_codes import (
     INVALID_REQUEST,
     NOT_LEADER_OR_FOLLOWER,
+    TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
     UNSUPPORTED_VERSION,
 )
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.security.checks import split_topics
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -45,14 +48,15 @@ async def handle(broker: Broker, request: Request) -> Response:
     follower = body.replica_id >= 0
     # As Kafka's ReplicaManager.fetchOffset: one answer per partition, a partition
     # asked for more than once is INVALID_REQUEST, topics grouped by name.
+    topics, refused = split_topics(broker.authorizer, AclOperation.DESCRIBE, body.topics)
     seen: set[tuple[str, int]] = set()
     duplicates: set[tuple[str, int]] = set()
-    for topic in body.topics:
+    for topic in topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             (duplicates if key in seen else seen).add(key)
     answers: dict[str, dict[int, Any]] = {}
-    for topic in body.topics:
+    for topic in topics:
         partitions = answers.setdefault(topic.name, {})
         for p in topic.partitions:
             if p.partition_index in partitions:
@@ -67,9 +71,13 @@ async def handle(broker: Broker, request: Request) -> Response:
                                  read_committed, follower)
             partitions[p.partition_index] = PartitionResp(partition_index=p.partition_index,
                                                           **fields)
-    topics = [TopicResp(name=name, partitions=list(partitions.values()))
-              for name, partitions in answers.items()]
-    return {"throttle_time_ms": 0, "topics": topics}
+    # Kafka answers the topics the client may not describe last.
+    answered = [TopicResp(name=name, partitions=list(partitions.values()))
+                for name, partitions in answers.items()]
+    answered += [TopicResp(name=t.name, partitions=[
+        PartitionResp(partition_index=p.partition_index, **_error(TOPIC_AUTHORIZATION_FAILED))
+        for p in t.partitions]) for t in refused]
+    return {"throttle_time_ms": 0, "topics": answered}
 
 
 def _timestamp_unsupported(timestamp: int, version: int) -> bool:

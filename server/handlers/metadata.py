@@ -9,6 +9,7 @@ partition opened or closed). A full Metadata response is then a join of cached b
 
 from __future__ import annotations
 
+import struct
 import uuid
 import weakref
 from collections.abc import Iterable
@@ -17,18 +18,26 @@ from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.group_records import OFFSETS_TOPIC
-from josefk.cluster.metadata import INTERNAL_TOPICS, Topic
-from josefk.cluster.metadata_errors import ClusterError
-from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC
+from josefk.cluster.coordinator.records import OFFSETS_TOPIC
+from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
+from josefk.cluster.metadata.errors import ClusterError
+from josefk.cluster.metadata.store import INTERNAL_TOPICS, Topic
+from josefk.cluster.security.acls import AclOperation, ResourceType
 from josefk.protocol import metadata_response as wire
 from josefk.protocol.error_codes import (
     LEADER_NOT_AVAILABLE,
+    TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.security.checks import (
+    bit_field,
+    cluster_operations,
+    creatable_topics,
+    topic_operations,
+)
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -97,21 +106,82 @@ async def handle(broker: Broker, request: Request) -> Response:
     version = request.api_version
     allow_create = body.allow_auto_topic_creation if version >= 4 else True
     cache = topic_cache(broker)
+    authorizer = broker.authorizer
+    with_operations = version >= 8 and body.include_topic_authorized_operations
+    refused: list[bytes] = []  # Kafka answers the topics the client may not see last
     # As Kafka's isAllTopics: null, or (v0 only) an empty list.
     if body.topics is None or (version == 0 and not body.topics):
         topics = sorted(broker.store.topics(), key=lambda t: t.name)
         key = _key(broker)
-        encoded = [_encoded(broker, cache, version, t, key) for t in topics]
+        shown = topics if not authorizer.enabled else [
+            t for t in topics
+            if authorizer.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name,
+                                  log_denial=False)]
+        encoded = [_encoded(broker, cache, version, t, key) for t in shown]
+        if with_operations:
+            encoded = [_with_operations(broker, version, t.name, data)
+                       for t, data in zip(shown, encoded, strict=True)]
         cache.keep_only(version, (t.name for t in topics))
     else:
         # Each topic once, however often named (Kafka takes the request's topics as a set).
         asked = dict.fromkeys((t.name, getattr(t, "topic_id", None)) for t in body.topics)
-        encoded = [await _requested(broker, cache, version, name, topic_id, allow_create)
-                   for name, topic_id in asked]
+        encoded = []
+        for name, topic_id in asked:
+            denial = _denial(broker, version, name, topic_id, allow_create)
+            if denial is not None:
+                refused.append(denial)
+                continue
+            data = await _requested(broker, cache, version, name, topic_id, allow_create)
+            if with_operations:
+                by_id = broker.store.get_by_id(topic_id) if not name and topic_id else None
+                data = _with_operations(broker, version, by_id.name if by_id else name, data)
+            encoded.append(data)
     brokers = [wire.BrokerEntry(b.node_id, b.host, b.port, b.rack)
                for b in broker.live_brokers()]
-    return [wire.encode_response(version, request.correlation_id, brokers, broker.cluster_id,
-                                 broker.controller_id, encoded)]
+    frame = wire.encode_response(version, request.correlation_id, brokers, broker.cluster_id,
+                                 broker.controller_id, encoded + refused)
+    if 8 <= version <= 10 and body.include_cluster_authorized_operations:
+        frame = _set_last_int32(frame, version,
+                                bit_field(cluster_operations(broker.authorizer)))
+    return [frame]
+
+
+def _denial(broker: Broker, version: int, name: str | None, topic_id: uuid.UUID | None,
+            allow_create: bool) -> bytes | None:
+    """The TOPIC_AUTHORIZATION_FAILED entry Kafka answers for a topic the client may not
+    DESCRIBE (by id: its id, no name; by name: neither) or may not auto-create."""
+    authorizer = broker.authorizer
+    if not authorizer.enabled:
+        return None
+    if not name and topic_id is not None and topic_id != ZERO_UUID:
+        topic = broker.store.get_by_id(topic_id)
+        if topic is None or authorizer.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                               topic.name):
+            return None
+        return wire.encode_topic(version, TOPIC_AUTHORIZATION_FAILED, None, topic_id, False, [])
+    name = name or ""
+    if not authorizer.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error(version, TOPIC_AUTHORIZATION_FAILED, name)
+    if (broker.store.get(name) is None and allow_create
+            and broker.config.auto_create_topics_enable
+            and not creatable_topics(authorizer, [name])):
+        return wire.encode_topic(version, TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID,
+                                 name in INTERNAL_TOPICS, [])
+    return None
+
+
+def _with_operations(broker: Broker, version: int, name: str | None, data: bytes) -> bytes:
+    """The topic's bytes with its authorized operations in place of "not requested"."""
+    if not name:
+        return data
+    return _set_last_int32(data, version, topic_operations(broker.authorizer, name))
+
+
+def _set_last_int32(data: bytes, version: int, value: int) -> bytes:
+    # The authorized-operations field is the last of a topic (and of a v8-10 response),
+    # followed by the empty tagged fields from v9 (flexible) on.
+    end = len(data) - (1 if version >= wire.FLEXIBLE_VERSION else 0)
+    return data[:end - 4] + struct.pack(">i", value) + data[end:]
 
 
 def _key(broker: Broker) -> _Key:

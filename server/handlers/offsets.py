@@ -5,12 +5,15 @@ request layer, before the coordinator sees the request."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
-from josefk.cluster.group_types import Error, FetchedOffset, PartitionCommit
+from josefk.cluster.coordinator.group.api import Error, FetchedOffset, PartitionCommit
+from josefk.cluster.security.acls import AclOperation as Op
+from josefk.cluster.security.acls import ResourceType as Rt
+from josefk.protocol.error_codes import GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
 
@@ -55,11 +58,22 @@ def _response_order(refused: dict[str, list[int]], valid: Sequence[tuple[str, Se
 async def handle_offset_commit(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
+    if not broker.authorizer.allowed(Op.READ, Rt.GROUP, body.group_id):
+        return {"throttle_time_ms": 0, "topics": [  # OffsetCommitRequest.getErrorResponse
+            CommitTopic(name=t.name, partitions=[
+                CommitPartition(partition_index=p.partition_index,
+                                error_code=GROUP_AUTHORIZATION_FAILED) for p in t.partitions])
+            for t in body.topics]}
+    denied = broker.authorizer.denied_names(Op.READ, Rt.TOPIC, (t.name for t in body.topics))
     errors: dict[tuple[str, int], int] = {}
     refused: dict[str, list[int]] = {}
     valid: list[tuple[str, list[PartitionCommit]]] = []
     for topic in body.topics:
         by_index = {p.partition_index: p for p in topic.partitions}
+        if topic.name in denied:
+            refused.setdefault(topic.name, []).extend(by_index)
+            errors.update(((topic.name, p), TOPIC_AUTHORIZATION_FAILED) for p in by_index)
+            continue
         known, unknown = _known_partitions(broker, topic.name, list(by_index))
         refused.setdefault(topic.name, []).extend(unknown)
         errors.update(((topic.name, p), Error.UNKNOWN_TOPIC_OR_PARTITION) for p in unknown)
@@ -92,14 +106,13 @@ async def handle_offset_commit(broker: Broker, request: Request) -> Response:
 async def handle_offset_fetch(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
-    coordinator = broker.group_coordinator
     stable = version >= 7 and body.require_stable
     if version >= 8:
         groups = []
         for group in body.groups:
             topics = None if group.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in group.topics]
-            error, fetched = coordinator.fetch_offsets(group.group_id, topics, stable)
+            error, fetched = _fetch_offsets(broker, group.group_id, topics, stable)
             groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
                 FetchGroupTopic(name=name, partitions=[
                     FetchGroupPartition(**_partition(o)) for o in offsets])
@@ -107,10 +120,33 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Response:
         return {"throttle_time_ms": 0, "groups": groups}
     topics = None if body.topics is None else \
         [(t.name, list(t.partition_indexes)) for t in body.topics]
-    error, fetched = coordinator.fetch_offsets(body.group_id, topics, stable)
+    error, fetched = _fetch_offsets(broker, body.group_id, topics, stable)
     return {"throttle_time_ms": 0, "error_code": error, "topics": [
         FetchTopic(name=name, partitions=[FetchPartition(**_partition(o)) for o in offsets])
         for name, offsets in fetched]}
+
+
+def _fetch_offsets(broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                   stable: bool) -> tuple[int, list[tuple[str, list[FetchedOffset]]]]:
+    """A group's committed offsets as the client may see them: DESCRIBE on the group, and
+    only topics it may DESCRIBE (those it named get TOPIC_AUTHORIZATION_FAILED, last)."""
+    authorizer = broker.authorizer
+    if not authorizer.allowed(Op.DESCRIBE, Rt.GROUP, group_id):
+        return GROUP_AUTHORIZATION_FAILED, []
+    if not authorizer.enabled:
+        return broker.group_coordinator.fetch_offsets(group_id, topics, stable)
+    if topics is None:
+        error, fetched = broker.group_coordinator.fetch_offsets(group_id, None, stable)
+        denied = authorizer.denied_names(Op.DESCRIBE, Rt.TOPIC, (n for n, _ in fetched))
+        return error, [(n, offsets) for n, offsets in fetched if n not in denied]
+    denied = authorizer.denied_names(Op.DESCRIBE, Rt.TOPIC, (n for n, _ in topics))
+    error, fetched = broker.group_coordinator.fetch_offsets(
+        group_id, [(n, ps) for n, ps in topics if n not in denied], stable)
+    if error:
+        return error, fetched
+    refused = cast(Error, TOPIC_AUTHORIZATION_FAILED)  # a code the coordinator never answers
+    return error, list(fetched) + [(n, [FetchedOffset(p, error=refused) for p in ps])
+                                   for n, ps in topics if n in denied]
 
 
 def _partition(o: FetchedOffset) -> dict[str, Any]:
@@ -124,11 +160,18 @@ def _partition(o: FetchedOffset) -> dict[str, Any]:
 
 async def handle_offset_delete(broker: Broker, request: Request) -> Response:
     body = request.body
+    if not broker.authorizer.allowed(Op.DELETE, Rt.GROUP, body.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_AUTHORIZATION_FAILED, "topics": []}
+    denied = broker.authorizer.denied_names(Op.READ, Rt.TOPIC, (t.name for t in body.topics))
     errors: dict[tuple[str, int], int] = {}
     refused: dict[str, list[int]] = {}
     valid: list[tuple[str, list[int]]] = []
     for topic in body.topics:
         indexes = list(dict.fromkeys(p.partition_index for p in topic.partitions))
+        if topic.name in denied:
+            refused.setdefault(topic.name, []).extend(indexes)
+            errors.update(((topic.name, p), TOPIC_AUTHORIZATION_FAILED) for p in indexes)
+            continue
         known, unknown = _known_partitions(broker, topic.name, indexes)
         refused.setdefault(topic.name, []).extend(unknown)
         errors.update(((topic.name, p), Error.UNKNOWN_TOPIC_OR_PARTITION) for p in unknown)

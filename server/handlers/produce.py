@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import trio
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import INTERNAL_TOPICS
+from josefk.cluster.coordinator.transaction.records import TopicPartition
+from josefk.cluster.metadata.store import INTERNAL_TOPICS
 from josefk.cluster.partition import Partition, PartitionError
-from josefk.cluster.txn_log import TopicPartition
+from josefk.cluster.security.acls import AclOperation, ResourceType
 from josefk.log.errors import StorageError
 from josefk.log.log import RecordValidationError
 from josefk.protocol.error_codes import (
@@ -22,15 +23,18 @@ from josefk.protocol.error_codes import (
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
     REQUEST_TIMED_OUT,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.header import Buffer
 from josefk.protocol.messages import Request
 from josefk.protocol.produce_response import PartitionResult, encode_produce_response
 from josefk.protocol.record_batch import RecordBatchError
-from josefk.server.connection import CloseConnection
 from josefk.server.handlers import Response
-from josefk.server.txn_verification import produce_error, transactional_producer
+from josefk.server.network.connection import CloseConnection
+from josefk.server.security.checks import produce_denied_topics
+from josefk.server.transactions.verification import produce_error, transactional_producer
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -53,10 +57,15 @@ class Guard(NamedTuple):
 
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
+    denied: frozenset[str] = frozenset()
+    if broker.authorizer.enabled:
+        if not _transactional_id_allowed(broker, body):
+            return _refuse_all(request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = produce_denied_topics(broker.authorizer, body)
     refused: dict[TopicPartition, int] = {}
     guards: dict[TopicPartition, Guard] = {}
     if body.transactional_id and broker.txn_verifier.enabled:
-        refused, guards = await _verify(broker, body, request.api_version)
+        refused, guards = await _verify(broker, body, request.api_version, denied)
     topics = []
     failed = False
     waiting: list[tuple[PartitionResult, Partition, int]] = []
@@ -65,7 +74,9 @@ async def handle(broker: Broker, request: Request) -> Response:
         partitions = []
         for data in topic_data.partition_data:
             key = TopicPartition(topic_data.name, data.index)
-            if key in refused:
+            if topic_data.name in denied:
+                result, appended = PartitionResult(data.index, TOPIC_AUTHORIZATION_FAILED), None
+            elif key in refused:
                 result, appended = _refused(data.index, refused[key]), None
             else:
                 result, appended = _append(broker, topic_data.name, data.index, data.records,
@@ -86,15 +97,37 @@ async def handle(broker: Broker, request: Request) -> Response:
     return [encode_produce_response(request.api_version, request.correlation_id, topics)]
 
 
-async def _verify(broker: Broker, body: Any, version: int
+def _transactional_id_allowed(broker: Broker, body: Any) -> bool:
+    """A produce carrying transactional batches needs WRITE on its transactional id."""
+    transactional = any(transactional_producer(d.records) is not None
+                        for t in body.topic_data for d in t.partition_data)
+    return not transactional or (
+        body.transactional_id is not None and broker.authorizer.allowed(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id))
+
+
+def _refuse_all(request: Request, error: int) -> Response:
+    """Kafka's ProduceRequest error response: every partition gets ``error``; with acks=0
+    there is none, and the connection is closed instead."""
+    body = request.body
+    if body.acks == 0:
+        raise CloseConnection(f"acks=0 produce refused: error {error}")
+    topics = [(t.name, [PartitionResult(p.index, error) for p in t.partition_data])
+              for t in body.topic_data]
+    return [encode_produce_response(request.api_version, request.correlation_id, topics)]
+
+
+async def _verify(broker: Broker, body: Any, version: int, denied: frozenset[str]
                   ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, Guard]]:
     """KIP-890 part 1: ask the coordinator about each partition where this transactional
     produce would start the producer's transaction; (refused partitions with the produce
-    error, guards of the verified ones)."""
+    error, guards of the verified ones). Topics the producer may not write are left out."""
     verifier = broker.txn_verifier
     guards: dict[TopicPartition, Guard] = {}
     producer = None
     for topic_data in body.topic_data:
+        if topic_data.name in denied:
+            continue
         for data in topic_data.partition_data:
             found = transactional_producer(data.records)
             partition = broker.partition(topic_data.name, data.index)

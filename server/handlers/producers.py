@@ -8,9 +8,16 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.admin import DescribeProducersResponse
 from kafka.protocol.api_key import ApiKey
 
-from josefk.protocol.error_codes import NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
+from josefk.cluster.security.acls import AclOperation, ResourceType
+from josefk.protocol.error_codes import (
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.security.checks import ERROR_MESSAGES
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -21,10 +28,20 @@ ProducerResp = PartitionResp.ProducerState
 
 
 async def handle(broker: Broker, request: Request) -> Response:
+    topics = request.body.topics
+    denied = broker.authorizer.denied_names(AclOperation.READ, ResourceType.TOPIC,
+                                            (t.name for t in topics))
     return {"throttle_time_ms": 0, "topics": [
-        TopicResp(name=t.name, partitions=[_partition(broker, t.name, p)
-                                           for p in t.partition_indexes])
-        for t in request.body.topics]}
+        TopicResp(name=t.name, partitions=[
+            _refused(p) if t.name in denied else _partition(broker, t.name, p)
+            for p in t.partition_indexes])
+        for t in topics]}
+
+
+def _refused(index: int) -> Any:
+    return PartitionResp(partition_index=index, error_code=TOPIC_AUTHORIZATION_FAILED,
+                         error_message=ERROR_MESSAGES[TOPIC_AUTHORIZATION_FAILED],
+                         active_producers=[])
 
 
 def _partition(broker: Broker, topic: str, index: int) -> Any:

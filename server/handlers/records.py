@@ -1,29 +1,43 @@
-"""The records of partition logs: DeleteRecords (move the log start offset) and
-OffsetForLeaderEpoch (where a leader epoch ends), with Kafka 4.x's checks and errors."""
+"""Partition logs: DeleteRecords (move the log start offset), OffsetForLeaderEpoch (where
+a leader epoch ends), DescribeLogDirs and AlterReplicaLogDirs (where logs live), with
+Kafka 4.x's checks and errors."""
 
 from __future__ import annotations
 
 import logging
+import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import DeleteRecordsResponse
+from kafka.protocol.admin import (
+    AlterReplicaLogDirsResponse,
+    DeleteRecordsResponse,
+    DescribeLogDirsResponse,
+)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
-from josefk.cluster.metadata import INTERNAL_TOPICS
+from josefk.cluster.metadata.store import INTERNAL_TOPICS
 from josefk.cluster.partition import Partition, PartitionError
+from josefk.cluster.security.acls import AclOperation, ResourceType
 from josefk.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.error_codes import (
+    CLUSTER_AUTHORIZATION_FAILED,
     INVALID_TOPIC_EXCEPTION,
+    KAFKA_STORAGE_ERROR,
+    LOG_DIR_NOT_FOUND,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     POLICY_VIOLATION,
+    REPLICA_NOT_AVAILABLE,
+    TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.security.checks import split_topics
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -38,6 +52,11 @@ DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 DeletePartition = DeleteTopic.DeleteRecordsPartitionResult
 EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = EpochTopic.EpochEndOffset
+LogDirResult = DescribeLogDirsResponse.DescribeLogDirsResult
+LogDirTopic = LogDirResult.DescribeLogDirsTopic
+LogDirPartition = LogDirTopic.DescribeLogDirsPartition
+ReplicaDirTopic = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
+ReplicaDirPartition = ReplicaDirTopic.AlterReplicaLogDirPartitionResult
 
 
 # --- DeleteRecords -----------------------------------------------------------------------
@@ -47,10 +66,13 @@ async def handle_delete_records(broker: Broker, request: Request) -> Response:
     """DeleteRecords v0-2: advance each partition's log start offset (-1: to the high
     watermark); answers the new low watermark."""
     topics = []
+    denied = broker.authorizer.denied_names(AclOperation.DELETE, ResourceType.TOPIC,
+                                            (t.name for t in request.body.topics))
     for t in request.body.topics:
         partitions = []
         for p in t.partitions:
-            low, code = delete_records(broker, t.name, p.partition_index, p.offset)
+            low, code = ((INVALID_LOW_WATERMARK, TOPIC_AUTHORIZATION_FAILED) if t.name in denied
+                         else delete_records(broker, t.name, p.partition_index, p.offset))
             partitions.append(DeletePartition(partition_index=p.partition_index,
                                               low_watermark=low, error_code=code))
         topics.append(DeleteTopic(name=t.name, partitions=partitions))
@@ -90,14 +112,26 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> Re
     """OffsetForLeaderEpoch v2-4: the end offset of a leader epoch on the leader.
 
     The ReplicaId of v3+ (-1 consumer, -2 debug, >= 0 follower) changes nothing:
-    Kafka answers every caller from the leader's log, fencing stale epochs.
+    Kafka answers every caller from the leader's log, fencing stale epochs. Followers
+    (CLUSTER_ACTION) may ask about any topic, consumers about those they may DESCRIBE;
+    the others are answered last.
     """
+    asked = request.body.topics
+    refused = []
+    authorizer = broker.authorizer
+    if authorizer.enabled and not authorizer.cluster_allowed(AclOperation.CLUSTER_ACTION,
+                                                              log_denial=False):
+        asked, refused = split_topics(authorizer, AclOperation.DESCRIBE, asked,
+                                      lambda t: t.topic)
     topics = []
-    for t in request.body.topics:
+    for t in asked:
         partitions = [EpochEndOffset(partition=p.partition, **epoch_end_offset(
             broker, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch))
             for p in t.partitions]
         topics.append(EpochTopic(topic=t.topic, partitions=partitions))
+    topics += [EpochTopic(topic=t.topic, partitions=[
+        EpochEndOffset(partition=p.partition, **_epoch_error(TOPIC_AUTHORIZATION_FAILED))
+        for p in t.partitions]) for t in refused]
     return {"throttle_time_ms": 0, "topics": topics}
 
 
@@ -155,7 +189,85 @@ def _hosted(broker: Broker, topic: str, index: int) -> Partition | int:
     return NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
 
 
+# --- DescribeLogDirs ---------------------------------------------------------------------
+
+
+async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response:
+    """DescribeLogDirs v1-4: each log dir with the sizes of the requested partitions."""
+    body = request.body
+    if not broker.authorizer.cluster_allowed(AclOperation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "results": []}
+    wanted = None if body.topics is None else {
+        (t.topic, p) for t in body.topics for p in t.partitions}
+    broker.open_deferred_partitions()
+    manager = broker.log_manager
+    results = []
+    for log_dir in manager.log_dirs:
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), log in sorted(manager.logs.items()):
+            if manager.dir_of(topic, index) != log_dir:
+                continue
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            by_topic.setdefault(topic, []).append(LogDirPartition(
+                partition_index=index, partition_size=log.size_in_bytes(),
+                offset_lag=max(log.high_watermark - log.log_end_offset, 0),
+                is_future_key=False))
+        try:
+            usage = shutil.disk_usage(log_dir)
+        except OSError as e:
+            logger.warning("DescribeLogDirs: cannot stat %s: %s", log_dir, e)
+            results.append(LogDirResult(error_code=KAFKA_STORAGE_ERROR,
+                                        log_dir=str(log_dir.absolute()), topics=[]))
+            continue
+        results.append(LogDirResult(
+            error_code=NONE, log_dir=str(log_dir.absolute()),
+            topics=[LogDirTopic(name=name, partitions=partitions)
+                    for name, partitions in by_topic.items()],
+            total_bytes=usage.total, usable_bytes=usage.free))
+    return {"throttle_time_ms": 0, "error_code": NONE, "results": results}
+
+
+# --- AlterReplicaLogDirs -----------------------------------------------------------------
+
+
+async def handle_alter_replica_log_dirs(broker: Broker, request: Request) -> Response:
+    """AlterReplicaLogDirs v1-2: move replicas hosted here to another of the log dirs."""
+    dirs = {str(d.absolute()): d for d in broker.log_manager.log_dirs}
+    allowed = broker.authorizer.cluster_allowed(AclOperation.ALTER)
+    by_topic: dict[str, list[Any]] = {}
+    for wanted in request.body.dirs:
+        target = dirs.get(str(Path(wanted.path).absolute()))
+        for t in wanted.topics:
+            for index in t.partitions:
+                by_topic.setdefault(t.name, []).append(ReplicaDirPartition(
+                    partition_index=index, error_code=_move_replica(
+                        broker, t.name, index, target, wanted.path)
+                    if allowed else CLUSTER_AUTHORIZATION_FAILED))
+    return {"throttle_time_ms": 0, "results": [
+        ReplicaDirTopic(topic_name=name, partitions=parts) for name, parts in by_topic.items()]}
+
+
+def _move_replica(broker: Broker, topic: str, index: int, target: Path | None, path: str
+                  ) -> int:
+    if target is None:
+        logger.info("AlterReplicaLogDirs: %s is not one of log.dirs", path)
+        return LOG_DIR_NOT_FOUND
+    partition = broker.partition(topic, index)
+    if partition is None:
+        return REPLICA_NOT_AVAILABLE
+    try:
+        partition.log = broker.log_manager.move_log(topic, index, target)
+    except OSError as e:
+        logger.error("AlterReplicaLogDirs: moving %s-%d to %s failed: %s", topic, index,
+                     target, e)
+        return KAFKA_STORAGE_ERROR
+    return NONE
+
+
 HANDLERS = {
+    ApiKey.AlterReplicaLogDirs: handle_alter_replica_log_dirs,
+    ApiKey.DescribeLogDirs: handle_describe_log_dirs,
     ApiKey.DeleteRecords: handle_delete_records,
     ApiKey.OffsetForLeaderEpoch: handle_offset_for_leader_epoch,
 }

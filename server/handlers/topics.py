@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.metadata import Topic
-from josefk.cluster.metadata_errors import (
+from josefk.cluster.metadata.errors import (
     MAX_PARTITIONS_PER_BATCH,
     ClusterError,
     InvalidReplicaAssignmentError,
@@ -29,9 +28,12 @@ from josefk.cluster.metadata_errors import (
     TooManyPartitionsError,
     TooManyRecordsError,
 )
-from josefk.protocol.error_codes import INVALID_REQUEST
+from josefk.cluster.metadata.store import Topic
+from josefk.cluster.security.acls import AclOperation, ResourceType
+from josefk.protocol.error_codes import INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.security.checks import creatable_topics
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -56,6 +58,14 @@ async def handle_create(broker: Broker, request: Request) -> Response:
                                "prohibited."))
     wanted = [t for t in body.topics
               if counts[t.name] == 1 and t.name != CLUSTER_METADATA_TOPIC]
+    authorizer = broker.authorizer
+    allowed = creatable_topics(authorizer, (t.name for t in wanted))
+    refused += [_result(t.name, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                for t in wanted if t.name not in allowed]
+    wanted = [t for t in wanted if t.name in allowed]
+    # Without DESCRIBE_CONFIGS a created topic's configs, partitions and replicas stay hidden.
+    hidden = authorizer.denied_names(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                     (t.name for t in wanted), log_denial=False)
     try:
         await _check_size(broker, wanted)
     except ClusterError as e:
@@ -69,6 +79,12 @@ async def handle_create(broker: Broker, request: Request) -> Response:
         except ClusterError as e:
             logger.info("create topic %r failed: %s", t.name, e)
             results.append(_result(t.name, e.error_code, str(e)))
+            continue
+        if topic.name in hidden:
+            results.append(CreateResult(
+                name=topic.name, topic_id=topic.topic_id, error_code=0, error_message=None,
+                topic_config_error_code=TOPIC_AUTHORIZATION_FAILED, num_partitions=-1,
+                replication_factor=-1, configs=[]))
             continue
         entries = broker.describe_topic_configs(topic.name, topic.configs)
         results.append(CreateResult(

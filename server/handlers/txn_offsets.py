@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
-from josefk.cluster.group_records import OFFSETS_TOPIC
-from josefk.cluster.group_types import Error
+from josefk.cluster.coordinator.group.api import Error
+from josefk.cluster.coordinator.records import OFFSETS_TOPIC
+from josefk.cluster.security.acls import AclOperation as Op
+from josefk.cluster.security.acls import ResourceType as Rt
 from josefk.protocol import error_codes as ec
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
-from josefk.server.txn_verification import txn_offset_commit_error
+from josefk.server.transactions.verification import txn_offset_commit_error
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -44,16 +46,35 @@ async def _verify(broker: Broker, body: Any, version: int) -> int:
     return txn_offset_commit_error(code, version)
 
 
+def _refusal(broker: Broker, body: Any) -> int | None:
+    """WRITE on the transactional id, then READ on the group."""
+    authorizer = broker.authorizer
+    if not authorizer.allowed(Op.WRITE, Rt.TRANSACTIONAL_ID, body.transactional_id):
+        return ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not authorizer.allowed(Op.READ, Rt.GROUP, body.group_id):
+        return ec.GROUP_AUTHORIZATION_FAILED
+    return None
+
+
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
     version = request.api_version
+    refusal = _refusal(broker, body)
+    if refusal is not None:  # TxnOffsetCommitRequest.getErrorResponse
+        return {"throttle_time_ms": 0, "topics": [
+            TopicResp(name=t.name, partitions=[
+                PartitionResp(partition_index=p.partition_index, error_code=refusal)
+                for p in t.partitions]) for t in body.topics]}
+    denied = broker.authorizer.denied_names(Op.READ, Rt.TOPIC, (t.name for t in body.topics))
     errors: dict[tuple[str, int], int] = {}
     valid: list[tuple[str, list[tuple[int, int, int, str | None]]]] = []
     for topic in body.topics:
         known = broker.store.get(topic.name)
         commits = []
         for p in topic.partitions:
-            if known is None or p.partition_index not in known.partitions:
+            if topic.name in denied:
+                errors[(topic.name, p.partition_index)] = ec.TOPIC_AUTHORIZATION_FAILED
+            elif known is None or p.partition_index not in known.partitions:
                 errors[(topic.name, p.partition_index)] = Error.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 commits.append((p.partition_index, p.committed_offset,

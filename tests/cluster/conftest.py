@@ -24,7 +24,7 @@ from zk_harness import (
     require_zookeeper,
 )
 
-from josefk.server.zk_client import KazooZooKeeper
+from josefk.server.control.zk_bridge import KazooZooKeeper
 
 
 def _reexport_root_conftest() -> None:

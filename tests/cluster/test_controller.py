@@ -20,15 +20,16 @@ import pytest
 import trio
 from zk_harness import SessionFactory, wait_for
 
-from josefk.cluster import znodes as zn
-from josefk.cluster.controller import (
+from josefk.cluster.controller.context import TP
+from josefk.cluster.controller.controller import (
     Controller,
     ControllerConfig,
     ControllerMovedError,
     for_each,
 )
-from josefk.cluster.controller_context import TP
-from josefk.cluster.controller_requests import (
+from josefk.cluster.controller.membership import create_top_level_paths
+from josefk.cluster.controller.states import PartitionState as ControllerPartitionState
+from josefk.cluster.metadata.requests import (
     ControllerRequest,
     ControllerResponse,
     LeaderAndIsr,
@@ -36,10 +37,9 @@ from josefk.cluster.controller_requests import (
     StopReplicaPartition,
     UpdateMetadata,
 )
-from josefk.cluster.controller_states import PartitionState as ControllerPartitionState
-from josefk.cluster.membership import create_top_level_paths
-from josefk.cluster.znodes import BrokerRegistration, Endpoint, PartitionState, TopicAssignment
-from josefk.cluster.zookeeper import NoNodeError, ZooKeeper
+from josefk.cluster.zk import znodes as zn
+from josefk.cluster.zk.client import NoNodeError, ZooKeeper
+from josefk.cluster.zk.znodes import BrokerRegistration, Endpoint, PartitionState, TopicAssignment
 from josefk.protocol.error_codes import (
     BROKER_NOT_AVAILABLE,
     ELECTION_NOT_NEEDED,
@@ -244,14 +244,14 @@ async def running_cluster(zk_session: SessionFactory,
     async with trio.open_nursery() as nursery:
         c = Cluster(zk, brokers_zk, channel, controller, nursery)
         handler = _IllegalTransitions(c.illegal)
-        logging.getLogger("josefk.cluster.controller_context").addHandler(handler)
+        logging.getLogger("josefk.cluster.controller.context").addHandler(handler)
         try:
             for broker_id in (1, 2, 3):
                 await c.register(broker_id)
             nursery.start_soon(_run, controller, c.outcome)
             yield c
         finally:
-            logging.getLogger("josefk.cluster.controller_context").removeHandler(handler)
+            logging.getLogger("josefk.cluster.controller.context").removeHandler(handler)
             nursery.cancel_scope.cancel()
     assert not c.outcome, f"the controller crashed: {c.outcome[0]!r}"
 

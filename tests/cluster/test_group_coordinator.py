@@ -15,20 +15,7 @@ import trio
 import trio.testing
 from conftest import require_kafka_jars
 
-from josefk.cluster.coordinator_host import CoordinatorConfig, CoordinatorHost, CoordinatorStore
-from josefk.cluster.group_coordinator import GroupCoordinator
-from josefk.cluster.group_records import (
-    OFFSETS_TOPIC,
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    decode_key,
-    decode_value,
-    partition_for,
-    read_batches,
-)
-from josefk.cluster.group_state import GroupState
-from josefk.cluster.group_types import (
+from josefk.cluster.coordinator.group.api import (
     Error,
     JoinRequest,
     JoinResult,
@@ -36,8 +23,23 @@ from josefk.cluster.group_types import (
     SyncRequest,
     SyncResult,
 )
+from josefk.cluster.coordinator.group.coordinator import GroupCoordinator
+from josefk.cluster.coordinator.group.host import (
+    CoordinatorConfig,
+    CoordinatorHost,
+    CoordinatorStore,
+)
+from josefk.cluster.coordinator.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    decode_key,
+    decode_value,
+)
+from josefk.cluster.coordinator.group.state import GroupState
+from josefk.cluster.coordinator.records import OFFSETS_TOPIC, partition_for, read_batches
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_CLASS = REPO / "tools" / "kafka" / "run-class.sh"

@@ -8,20 +8,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from josefk.cluster.group_records import (
+from josefk.cluster.coordinator.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
-    RecordFormatError,
-    build_batch,
-    control_is_commit,
     decode_key,
     decode_value,
     encode_key,
     encode_record,
     encode_value,
+)
+from josefk.cluster.coordinator.records import (
+    RecordFormatError,
+    build_batch,
+    control_is_commit,
     java_string_hash,
     kafka_abs,
     partition_for,

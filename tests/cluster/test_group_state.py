@@ -11,22 +11,7 @@ from typing import Any
 
 import pytest
 
-from josefk.cluster.group_records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
-    OffsetCommitValue,
-    Record,
-)
-from josefk.cluster.group_state import (
-    TRANSITIONS,
-    Event,
-    Group,
-    GroupState,
-    IllegalTransition,
-    subscription_topics,
-)
-from josefk.cluster.group_types import (
+from josefk.cluster.coordinator.group.api import (
     Error,
     GroupConfig,
     GroupError,
@@ -39,8 +24,23 @@ from josefk.cluster.group_types import (
     SyncResult,
     append_error_to_response_error,
 )
-from josefk.cluster.groups import Groups
-from josefk.cluster.txn_offsets import validate_txn_commit
+from josefk.cluster.coordinator.group.groups import Groups
+from josefk.cluster.coordinator.group.pending_offsets import validate_txn_commit
+from josefk.cluster.coordinator.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Record,
+)
+from josefk.cluster.coordinator.group.state import (
+    TRANSITIONS,
+    Event,
+    Group,
+    GroupState,
+    IllegalTransition,
+    subscription_topics,
+)
 
 T0 = 1_700_000_000_000
 SESSION, REBALANCE, DELAY = 10_000, 30_000, 3_000

@@ -10,21 +10,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from josefk.cluster.controller_context import ControllerContext
-from josefk.cluster.controller_states import (
+from josefk.cluster.controller.context import ControllerContext
+from josefk.cluster.controller.leader_election import (
+    Election,
+    controlled_shutdown_election,
+    offline_election,
+    preferred_election,
+    reassignment_election,
+)
+from josefk.cluster.controller.states import (
     PARTITION_TRANSITIONS,
     REPLICA_TRANSITIONS,
     IllegalStateTransition,
     PartitionState,
     ReplicaState,
     check_transition,
-)
-from josefk.cluster.leader_election import (
-    Election,
-    controlled_shutdown_election,
-    offline_election,
-    preferred_election,
-    reassignment_election,
 )
 
 # --- offline (OfflinePartitionLeaderElectionStrategy) --------------------------------------

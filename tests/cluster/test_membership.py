@@ -15,17 +15,17 @@ import pytest
 import trio
 from zk_harness import SessionFactory, TcpProxy, ZooKeeperServer, wait_for
 
-from josefk.cluster import znodes as zn
-from josefk.cluster.controller import Controller, ControllerConfig
-from josefk.cluster.membership import (
+from josefk.cluster.controller.controller import Controller, ControllerConfig
+from josefk.cluster.controller.membership import (
     BrokerIdInUseError,
     Membership,
     create_top_level_paths,
     ensure_cluster_id,
 )
-from josefk.cluster.znodes import BrokerRegistration, Endpoint, TopicAssignment
-from josefk.cluster.zookeeper import SessionState
-from josefk.server.zk_client import KazooZooKeeper, split_connect
+from josefk.cluster.zk import znodes as zn
+from josefk.cluster.zk.client import SessionState
+from josefk.cluster.zk.znodes import BrokerRegistration, Endpoint, TopicAssignment
+from josefk.server.control.zk_bridge import KazooZooKeeper, split_connect
 
 pytestmark = pytest.mark.usefixtures("zookeeper_server")
 

@@ -15,16 +15,8 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from josefk.cluster import metadata as md
-from josefk.cluster.metadata import (
-    METADATA_FILE,
-    BrokerInfo,
-    LocalMetadataStore,
-    MetadataStore,
-    Topic,
-    validate_topic_name,
-)
-from josefk.cluster.metadata_errors import (
+from josefk.cluster.metadata import store as md
+from josefk.cluster.metadata.errors import (
     ClusterError,
     InconsistentClusterIdError,
     InvalidConfigError,
@@ -36,7 +28,15 @@ from josefk.cluster.metadata_errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from josefk.cluster.placement import assign_replicas
+from josefk.cluster.metadata.placement import assign_replicas
+from josefk.cluster.metadata.store import (
+    METADATA_FILE,
+    BrokerInfo,
+    LocalMetadataStore,
+    MetadataStore,
+    Topic,
+    validate_topic_name,
+)
 from josefk.log.manager import parse_partition_dir
 from josefk.log.partition_metadata import METADATA_TOPIC_ID, ZERO_UUID, kafka_uuid_str
 
@@ -253,7 +253,7 @@ async def test_configs_are_checked_before_partitions(tmp_path: Path) -> None:
 
 
 async def test_with_the_brokers_topic_config_validator(tmp_path: Path) -> None:
-    from josefk.server.config import validate_topic_configs
+    from josefk.server.config.broker import validate_topic_configs
 
     store = open_store(tmp_path, validate_configs=validate_topic_configs)
     await store.create_topic("t", 1, 1, configs={"retention.ms": "-1"})

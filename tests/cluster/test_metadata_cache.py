@@ -7,9 +7,9 @@ import uuid
 import trio
 import trio.testing
 
-from josefk.cluster.controller_requests import PartitionInfo, UpdateMetadata
-from josefk.cluster.metadata_cache import MetadataCache
-from josefk.cluster.znodes import BrokerRegistration, Endpoint
+from josefk.cluster.metadata.cache import MetadataCache
+from josefk.cluster.metadata.requests import PartitionInfo, UpdateMetadata
+from josefk.cluster.zk.znodes import BrokerRegistration, Endpoint
 
 T = uuid.UUID(int=7)
 U = uuid.UUID(int=8)

@@ -17,14 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore
-from josefk.cluster.metadata_errors import (
+from josefk.cluster.metadata.errors import (
     ClusterError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     MissingRackError,
 )
-from josefk.cluster.placement import assign_replicas, rack_alternated_brokers
+from josefk.cluster.metadata.placement import assign_replicas, rack_alternated_brokers
+from josefk.cluster.metadata.store import BrokerInfo, LocalMetadataStore
 
 # Kafka's examples: the javadoc of assignReplicasToBrokers, and most of AdminRackAwareTest.
 DOC_RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}

@@ -65,7 +65,7 @@ from hypothesis.stateful import (
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from josefk.cluster.leader_election import (
+from josefk.cluster.controller.leader_election import (
     controlled_shutdown_election,
     offline_election,
     preferred_election,
@@ -86,8 +86,9 @@ from josefk.protocol.error_codes import (
 )
 from josefk.server.handlers.fetch import _read_all, _requested
 from josefk.server.handlers.records import epoch_end_offset
-from josefk.server.peer import PeerError
-from josefk.server.replication import IsrUpdates, ReplicaFetcher, _Following
+from josefk.server.network.peer import PeerError
+from josefk.server.replication.fetchers import IsrUpdates, ReplicaFetcher, _Following
+from josefk.server.security.client import PLAINTEXT_PEERS, PeerSecurity
 
 TOPIC = "model"
 TP = (TOPIC, 0)
@@ -348,6 +349,10 @@ class ModelBroker:
     def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         return ("model", broker_id)
 
+    @property
+    def peer_security(self) -> PeerSecurity:
+        return PLAINTEXT_PEERS
+
     def led_partitions(self) -> list[Partition]:
         return [self.partition_] if self.partition_.is_leader else []
 
@@ -505,7 +510,7 @@ class ReplicationModel(RuleBasedStateMachine):
         self.send_leader_and_isr(list(BROKERS))
 
     def remove_from_isr(self, failed: int) -> None:
-        """Controller._remove_from_isr: the ISR loses a dead follower, never emptying."""
+        """IsrChanges.remove_from_isr: the ISR loses a dead follower, never emptying."""
         li = self.li
         if li.leader == failed:
             return

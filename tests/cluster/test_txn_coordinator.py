@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from josefk.cluster.group_records import partition_for as group_partition_for
-from josefk.cluster.txn_coordinator import TxnCoordinator
-from josefk.cluster.txn_effects import (
+from josefk.cluster.coordinator.records import partition_for as group_partition_for
+from josefk.cluster.coordinator.transaction.coordinator import TxnCoordinator
+from josefk.cluster.coordinator.transaction.effects import (
     ADD_PARTITIONS_TO_TXN,
     END_TXN,
     INIT_PRODUCER_ID,
@@ -24,8 +24,8 @@ from josefk.cluster.txn_effects import (
     error_for_version,
     unknown_partition_errors,
 )
-from josefk.cluster.txn_log import TopicPartition, decode_record
-from josefk.cluster.txn_state import MAX_EPOCH, IllegalTxnTransition, TxnState
+from josefk.cluster.coordinator.transaction.records import TopicPartition, decode_record
+from josefk.cluster.coordinator.transaction.state import MAX_EPOCH, IllegalTxnTransition, TxnState
 from josefk.protocol import error_codes as ec
 
 S = TxnState

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from josefk.cluster.txn_log import (
+from josefk.cluster.coordinator.records import partition_for
+from josefk.cluster.coordinator.transaction.records import (
     RecordFormatError,
     TopicPartition,
     TxnLogValue,
@@ -27,9 +28,8 @@ from josefk.cluster.txn_log import (
     encode_key,
     encode_record,
     encode_value,
-    partition_for,
 )
-from josefk.cluster.txn_state import VALID_PREVIOUS_STATES, TxnState
+from josefk.cluster.coordinator.transaction.state import VALID_PREVIOUS_STATES, TxnState
 
 KAFKA39_LIBS = Path(__file__).resolve().parents[2] / ".cache" / "kafka39" / "libs"
 KAFKA_TXN_LOG_JAVA = Path(__file__).with_name("KafkaTxnLog.java")

@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from josefk.cluster.txn_coordinator import TxnCoordinator
-from josefk.cluster.txn_effects import MarkerJob, TxnConfig, TxnWrite, WriteKind
-from josefk.cluster.txn_log import TopicPartition
-from josefk.cluster.txn_state import VALID_PREVIOUS_STATES, TxnState
+from josefk.cluster.coordinator.transaction.coordinator import TxnCoordinator
+from josefk.cluster.coordinator.transaction.effects import MarkerJob, TxnConfig, TxnWrite, WriteKind
+from josefk.cluster.coordinator.transaction.records import TopicPartition
+from josefk.cluster.coordinator.transaction.state import VALID_PREVIOUS_STATES, TxnState
 from josefk.protocol import error_codes as ec
 
 S = TxnState

@@ -15,15 +15,15 @@ import pytest
 import trio
 import trio.testing
 
-from josefk.cluster.group_records import OFFSETS_TOPIC
-from josefk.cluster.group_records import partition_for as group_partition_for
-from josefk.cluster.group_types import Error
+from josefk.cluster.coordinator.group.api import Error
+from josefk.cluster.coordinator.records import OFFSETS_TOPIC
+from josefk.cluster.coordinator.records import partition_for as group_partition_for
+from josefk.cluster.coordinator.transaction.host import TxnHost
+from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, TopicPartition
 from josefk.cluster.partition import Partition
-from josefk.cluster.txn_host import TxnHost
-from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC, TopicPartition
 from josefk.protocol import error_codes as ec
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 
 TXN_PARTITIONS = 3
 

@@ -7,8 +7,13 @@ import itertools
 
 import pytest
 
-from josefk.cluster.txn_log import TopicPartition, TxnLogValue, encode_key, encode_record
-from josefk.cluster.txn_state import (
+from josefk.cluster.coordinator.transaction.records import (
+    TopicPartition,
+    TxnLogValue,
+    encode_key,
+    encode_record,
+)
+from josefk.cluster.coordinator.transaction.state import (
     MAX_EPOCH,
     VALID_PREVIOUS_STATES,
     IllegalTxnTransition,

@@ -1,5 +1,5 @@
 """KazooZooKeeper (server/zk_client.py) against a real ZooKeeper: every operation of the
-`josefk.cluster.zookeeper.ZooKeeper` interface, its errors, watches, sessions, chroots
+`josefk.cluster.zk.client.ZooKeeper` interface, its errors, watches, sessions, chroots
 and the connection timeout."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import trio
 from zk_harness import SessionFactory, ZooKeeperServer, free_port
 
-from josefk.cluster.zookeeper import (
+from josefk.cluster.zk.client import (
     BadVersionError,
     Check,
     Create,
@@ -24,7 +24,7 @@ from josefk.cluster.zookeeper import (
     Stat,
     ZkError,
 )
-from josefk.server.zk_client import KazooZooKeeper, ZooKeeperUnavailableError, split_connect
+from josefk.server.control.zk_bridge import KazooZooKeeper, ZooKeeperUnavailableError, split_connect
 
 pytestmark = pytest.mark.usefixtures("zookeeper_server")
 
@@ -109,7 +109,7 @@ async def test_errors_are_josefk_errors(zk: KazooZooKeeper) -> None:
                 await call
             assert type(info.value) is error
             assert isinstance(info.value, ZkError)
-            assert type(info.value).__module__ == "josefk.cluster.zookeeper"
+            assert type(info.value).__module__ == "josefk.cluster.zk.client"
 
 
 async def test_multi_commits_all_ops(zk: KazooZooKeeper) -> None:

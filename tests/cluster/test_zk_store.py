@@ -10,12 +10,12 @@ import pytest
 import trio
 from zk_harness import SessionFactory, wait_for
 
-from josefk.cluster import znodes as zn
-from josefk.cluster.membership import create_top_level_paths
-from josefk.cluster.metadata_cache import MetadataCache
-from josefk.cluster.zk_store import ZkMetadataStore
-from josefk.cluster.zookeeper import ZooKeeper
-from josefk.server.config_values import ConfigError
+from josefk.cluster.controller.membership import create_top_level_paths
+from josefk.cluster.metadata.cache import MetadataCache
+from josefk.cluster.metadata.zk_store import ZkMetadataStore
+from josefk.cluster.zk import znodes as zn
+from josefk.cluster.zk.client import ZooKeeper
+from josefk.server.config.values import ConfigError
 
 pytestmark = pytest.mark.usefixtures("zookeeper_server")
 

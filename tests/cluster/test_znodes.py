@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from josefk.cluster import znodes as zn
-from josefk.cluster.znodes import (
+from josefk.cluster.zk import znodes as zn
+from josefk.cluster.zk.znodes import (
     BrokerRegistration,
     Endpoint,
     PartitionState,

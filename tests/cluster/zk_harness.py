@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from josefk.server.zk_client import KazooZooKeeper
+from josefk.server.control.zk_bridge import KazooZooKeeper
 
 REPO = Path(__file__).resolve().parents[2]
 ZOOKEEPER_LIBS = REPO / ".cache" / "zookeeper" / "libs"

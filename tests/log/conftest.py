@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from josefk.log.cleaner import Cleaner, OffsetMap
-from josefk.log.cleaner_manager import LogCleanerManager
+from josefk.log.cleaner.cleaner import Cleaner, OffsetMap
+from josefk.log.cleaner.manager import LogCleanerManager
 from josefk.log.config import LogConfig
 from josefk.log.log import FetchSlice, Log
 from josefk.log.manager import LogManager

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from josefk.log import cleaner_swap
-from josefk.log.cleaner import Cleaner, CleaningAbortedError, OffsetMap
-from josefk.log.cleaner_manager import CLEANER_CHECKPOINT_FILE, LogCleanerManager
+from josefk.log.cleaner import swap as cleaner_swap
+from josefk.log.cleaner.cleaner import Cleaner, CleaningAbortedError, OffsetMap
+from josefk.log.cleaner.manager import CLEANER_CHECKPOINT_FILE, LogCleanerManager
 from josefk.log.config import LogConfig
 from josefk.log.log import Log, RecordValidationError
 from josefk.log.manager import LogManager, write_checkpoints

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from josefk.log.cleaner_manager import LogCleanerManager
+from josefk.log.cleaner.manager import LogCleanerManager
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
 from josefk.log.manager import LogManager

@@ -236,3 +236,27 @@ def test_a_deleted_log_is_renamed_aside_and_removed_later(tmp_path: Path) -> Non
         assert not aside.exists()
     finally:
         manager.shutdown()
+
+
+def test_a_longest_named_topic_is_deleted_too(tmp_path: Path) -> None:
+    """A 249-character topic (the longest Kafka allows) has a 251-character directory; set
+    aside with its unique suffix the name is cut to the 255 bytes a file name may have,
+    as Kafka's logDirNameWithSuffixCappedLength does (found by make fuzz)."""
+    topic = "x" * 249
+    manager = LogManager([tmp_path])
+    manager.startup()
+    try:
+        directory = manager.get_or_create_log(topic, 0).directory
+        manager.delete_log(topic, 0)
+        (aside,) = manager.take_deleted_dirs()
+        assert not directory.exists() and aside.exists()
+        assert len(aside.name) == 255 and aside.name.endswith(DELETE_DIR_SUFFIX)
+        remove_dirs([aside])
+    finally:
+        manager.shutdown()
+    again = LogManager([tmp_path])  # a restart finds nothing left of it
+    again.startup()
+    try:
+        assert again.logs == {}
+    finally:
+        again.shutdown()

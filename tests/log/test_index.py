@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from josefk.log.index import CorruptIndexError
-from josefk.log.offset_index import OffsetIndex
-from josefk.log.time_index import TimeIndex
+from josefk.log.index.base import CorruptIndexError
+from josefk.log.index.offset import OffsetIndex
+from josefk.log.index.time import TimeIndex
 
 from .conftest import BASE_TS, build_batch, seg_name
 

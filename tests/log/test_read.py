@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
-from josefk.log import index as index_module
 from josefk.log.config import LogConfig
+from josefk.log.index import base as index_module
 from josefk.log.log import Log, OffsetOutOfRangeError
 from josefk.log.segment import TimestampOffset
 from josefk.protocol.record_batch import BatchHeader, parse_header

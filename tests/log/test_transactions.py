@@ -20,6 +20,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from josefk.log.config import LogConfig
+from josefk.log.index.txn import AbortedTxn, TransactionIndex
 from josefk.log.log import Log
 from josefk.log.manager import LogManager
 from josefk.log.producer_state import (
@@ -31,7 +32,6 @@ from josefk.log.producer_state import (
     decode_snapshot,
     encode_snapshot,
 )
-from josefk.log.txn_index import AbortedTxn, TransactionIndex
 from josefk.protocol.end_txn_marker import (
     EndTxnMarker,
     decode_marker,

@@ -356,7 +356,8 @@ def test_produce_v2_from_a_client_is_rejected():
         decode_request(frame)
 
 
-@pytest.mark.parametrize("api_key", [ApiKey.CreateAcls, ApiKey.SaslHandshake, 68, 999, -1])
+@pytest.mark.parametrize(
+    "api_key", [ApiKey.CreateDelegationToken, ApiKey.DescribeClientQuotas, 68, 999, -1])
 def test_unknown_apis(api_key):
     with pytest.raises(UnknownApiError) as info:
         decode_request(header(api_key, 0, correlation_id=5) + b"\x00" * 8)

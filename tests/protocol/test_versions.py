@@ -26,6 +26,9 @@ KAFKA_4_0 = {
     "OffsetDelete": (0, 0), "DescribeCluster": (0, 2), "DescribeTopicPartitions": (0, 0),
     "DescribeProducers": (0, 0), "AlterReplicaLogDirs": (1, 2), "WriteTxnMarkers": (1, 1),
     "DescribeTransactions": (0, 0), "ListTransactions": (0, 1),
+    "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2), "DescribeAcls": (1, 3),
+    "CreateAcls": (1, 3), "DeleteAcls": (1, 3), "DescribeUserScramCredentials": (0, 0),
+    "AlterUserScramCredentials": (0, 0),
 }
 # Apache Kafka 3.9.1's ranges for the inter-broker apis of ZooKeeper mode.
 KAFKA_3_9_ZK = {
@@ -88,7 +91,7 @@ def test_is_supported(key, version, ok):
 
 def test_supported_range():
     assert supported_range(ApiKey.Metadata) == VersionRange(0, 13)
-    assert supported_range(ApiKey.SaslHandshake) is None
+    assert supported_range(ApiKey.CreateDelegationToken) is None
 
 
 def test_produce_advertised_from_zero_but_accepted_from_three():
@@ -98,7 +101,7 @@ def test_produce_advertised_from_zero_but_accepted_from_three():
 
 
 def test_enabled_keys_always_include_apiversions_and_drop_unknown():
-    assert enabled_api_keys([ApiKey.Metadata, ApiKey.SaslHandshake, 999]) == {
+    assert enabled_api_keys([ApiKey.Metadata, ApiKey.CreateDelegationToken, 999]) == {
         ApiKey.Metadata,
         ApiKey.ApiVersions,
     }
@@ -106,7 +109,7 @@ def test_enabled_keys_always_include_apiversions_and_drop_unknown():
 
 
 def test_advertised_versions_sorted_and_filtered():
-    ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.SaslHandshake])
+    ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.CreateDelegationToken])
     assert list(ads) == [0, 1, 18]
     assert ads[0] == VersionRange(0, 12)
     assert ads[18] == VersionRange(0, 4)

@@ -8,8 +8,8 @@ import socket
 import pytest
 import trio
 
-from josefk.server import acceptor
-from josefk.server.acceptor import Acceptor
+from josefk.server.network import acceptor
+from josefk.server.network.acceptor import Acceptor
 
 
 async def queued_connections(count: int) -> tuple[trio.SocketListener, list[socket.socket]]:

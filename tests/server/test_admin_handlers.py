@@ -36,7 +36,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.protocol.versions import SUPPORTED_VERSIONS
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 from josefk.server.handlers.configs import apply_incremental
 
 OFFSET_OUT_OF_RANGE = 1

@@ -18,7 +18,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.log.inflate import MAX_INFLATED_BYTES
 from josefk.server.broker import Broker
-from josefk.server.peer import PeerConnection
+from josefk.server.network.peer import PeerConnection
 
 TOPIC = "compacted"
 CORRUPT_MESSAGE = 2

@@ -18,7 +18,7 @@ import trio
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 
 API_VERSIONS = 18
 
@@ -101,7 +101,7 @@ async def test_bad_input_closes_that_connection_only(
 ) -> None:
     bystander = await connect(broker)
     offender = await connect(broker)
-    with caplog.at_level(logging.INFO, logger="josefk.server.connection"):
+    with caplog.at_level(logging.INFO, logger="josefk.server.network.connection"):
         await offender.send_all(bad)
         assert await closed_by_broker(offender)
     assert any("closing connection" in r.getMessage() for r in caplog.records)

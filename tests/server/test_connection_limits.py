@@ -22,10 +22,10 @@ import trio
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
-from josefk.server.config_values import ConfigError
-from josefk.server.connection_quotas import ip_of
-from josefk.server.peer import PeerConnection
+from josefk.server.config.broker import load_config
+from josefk.server.config.values import ConfigError
+from josefk.server.network.peer import PeerConnection
+from josefk.server.network.quotas import ip_of
 
 REJECTED = "Rejected connection from {}, address already has the configured maximum of {} " \
            "connections."

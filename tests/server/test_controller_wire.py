@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from josefk.cluster.controller_requests import (
+from josefk.cluster.metadata.requests import (
     ControllerResponse,
     LeaderAndIsr,
     PartitionInfo,
@@ -21,13 +21,13 @@ from josefk.cluster.controller_requests import (
     StopReplicaPartition,
     UpdateMetadata,
 )
-from josefk.cluster.znodes import BrokerRegistration, Endpoint
+from josefk.cluster.zk.znodes import BrokerRegistration, Endpoint
 from josefk.protocol.controller_messages import (
     LeaderAndIsrResponse,
     StopReplicaResponse,
 )
 from josefk.protocol.messages import decode_request, encode_response
-from josefk.server.controller_wire import (
+from josefk.server.control.wire import (
     decode_leader_and_isr,
     decode_response,
     decode_stop_replica,

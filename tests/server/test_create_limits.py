@@ -16,17 +16,17 @@ import pytest
 import trio
 from kafka import KafkaAdminClient
 
-import josefk.cluster.metadata as metadata
-from josefk.cluster.metadata import BrokerInfo, LocalMetadataStore
-from josefk.cluster.metadata_errors import (
+import josefk.cluster.metadata.store as metadata
+from josefk.cluster.metadata.errors import (
     MAX_PARTITIONS_PER_BATCH,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     PartitionBatchOverflowError,
     TooManyPartitionsError,
 )
+from josefk.cluster.metadata.store import BrokerInfo, LocalMetadataStore
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 
 UNKNOWN_SERVER_ERROR = -1
 POLICY_VIOLATION = 44

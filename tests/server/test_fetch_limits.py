@@ -15,8 +15,8 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
-from josefk.server.peer import PeerConnection
+from josefk.server.config.broker import load_config
+from josefk.server.network.peer import PeerConnection
 
 TOPIC = "limited"
 LIMIT = 4096

@@ -6,15 +6,15 @@ import pytest
 import trio
 
 from josefk.protocol.error_codes import FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
-from josefk.server.fetch_session_handler import FetchSessionHandler, FetchState
-from josefk.server.fetch_sessions import (
+from josefk.server.purgatory import Purgatory, follower_key
+from josefk.server.replication.session_handler import FetchSessionHandler, FetchState
+from josefk.server.replication.sessions import (
     IDLE_EVICTION_S,
     INITIAL_EPOCH,
     CachedPartition,
     FetchSessionCache,
     SessionError,
 )
-from josefk.server.purgatory import Purgatory, follower_key
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
 

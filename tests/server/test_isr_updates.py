@@ -13,8 +13,9 @@ import trio.testing
 
 from josefk.cluster.partition import Partition
 from josefk.log.log import Log
-from josefk.server import replication
-from josefk.server.replication import IsrUpdates
+from josefk.server.replication import fetchers as replication
+from josefk.server.replication.fetchers import IsrUpdates
+from josefk.server.security.client import PLAINTEXT_PEERS
 
 TOPIC_IDS = {"a": uuid.uuid4(), "b": uuid.uuid4()}
 
@@ -23,6 +24,7 @@ class Host:
     node_id = 1
     broker_epoch = 7
     controller_id = 0
+    peer_security = PLAINTEXT_PEERS
     config = SimpleNamespace(replica_lag_time_max_ms=30_000, request_timeout_ms=30_000)
 
     def endpoint_of(self, broker_id: int) -> tuple[str, int]:
@@ -51,7 +53,7 @@ async def test_isr_changes_share_alter_partition_requests(tmp_path: Path, monkey
     sent: list[Any] = []
     release = trio.Event()
 
-    async def once(endpoint, name, timeout, request, version, what):  # type: ignore[no-untyped-def]
+    async def once(endpoint, name, timeout, request, version, what, security=None):  # type: ignore[no-untyped-def]
         sent.append(request)
         await release.wait()  # the first request stays in flight while the rest queue
         topics = [SimpleNamespace(topic_id=t.topic_id, topic_name="", partitions=[
@@ -90,7 +92,7 @@ async def test_an_unanswered_isr_change_is_sent_again_unchanged(tmp_path: Path,
     again as it was: a different one, from the old partition epoch, is refused forever."""
     sent: list[Any] = []
 
-    async def once(endpoint, name, timeout, request, version, what):  # type: ignore[no-untyped-def]
+    async def once(endpoint, name, timeout, request, version, what, security=None):  # type: ignore[no-untyped-def]
         sent.append(request)
         if len(sent) == 1:
             return None  # timed out
@@ -119,7 +121,7 @@ async def test_an_answer_for_a_state_replaced_meanwhile_is_dropped(tmp_path: Pat
     in the ISR (as Kafka's Partition drops an answer for a state no longer in flight)."""
     release = trio.Event()
 
-    async def once(endpoint, name, timeout, request, version, what):  # type: ignore[no-untyped-def]
+    async def once(endpoint, name, timeout, request, version, what, security=None):  # type: ignore[no-untyped-def]
         await release.wait()
         return accepted(request)
 

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from josefk.log.cleaner import OffsetMap
+from josefk.log.cleaner.cleaner import OffsetMap
 from josefk.log.manager import LogManager
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 from josefk.server.log_cleaner import LogCleanerService
 
 MIB = 1 << 20

@@ -14,7 +14,7 @@ from kafka.structs import TopicPartitionReplica
 
 from josefk.log.manager import partition_dir_name
 from josefk.server.broker import Broker
-from josefk.server.config import load_config
+from josefk.server.config.broker import load_config
 
 
 @pytest.fixture

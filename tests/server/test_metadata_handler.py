@@ -10,15 +10,17 @@ from typing import Any
 import trio
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from josefk.cluster.controller_requests import PartitionInfo, UpdateMetadata
-from josefk.cluster.metadata import BrokerInfo, Topic
-from josefk.cluster.metadata_cache import MetadataCache
+from josefk.cluster.metadata.cache import MetadataCache
+from josefk.cluster.metadata.requests import PartitionInfo, UpdateMetadata
+from josefk.cluster.metadata.store import BrokerInfo, Topic
 from josefk.cluster.partition import PartitionMap, PartitionView
+from josefk.cluster.security.authorizer import AclCache
 from josefk.protocol.header import RequestHeader
 from josefk.protocol.messages import Request
 from josefk.protocol.versions import SUPPORTED_VERSIONS
 from josefk.server.broker import Broker
 from josefk.server.handlers import metadata
+from josefk.server.security.authorizer import Authorizer
 
 VERSIONS = list(range(SUPPORTED_VERSIONS[3].min_version, SUPPORTED_VERSIONS[3].max_version + 1))
 LEADER_NOT_AVAILABLE = 5
@@ -112,6 +114,7 @@ class FakeClusterBroker:
 
     def __init__(self) -> None:
         self.cache = MetadataCache()
+        self.authorizer = Authorizer(False, AclCache)  # no authorizer configured
         self.cluster = SimpleNamespace(cache=self.cache)
         self.config = SimpleNamespace(auto_create_topics_enable=False)
         self.cluster_id = "cluster"

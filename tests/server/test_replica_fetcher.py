@@ -26,8 +26,9 @@ from josefk.cluster.partition import Partition
 from josefk.log.config import LogConfig
 from josefk.log.log import Log
 from josefk.protocol.error_codes import OFFSET_OUT_OF_RANGE
-from josefk.server import replication
-from josefk.server.replication import ReplicaFetcher
+from josefk.server.replication import fetchers as replication
+from josefk.server.replication.fetchers import ReplicaFetcher
+from josefk.server.security.client import PLAINTEXT_PEERS
 
 TP = ("t", 0)
 CONFIG = SimpleNamespace(values={
@@ -58,6 +59,7 @@ class Host:
     config = CONFIG
     broker_epoch = 1
     controller_id = 3
+    peer_security = PLAINTEXT_PEERS
 
     def __init__(self, partition: Partition) -> None:
         self._partition = partition
@@ -237,7 +239,7 @@ async def test_an_unexpected_error_in_a_round_is_logged_and_the_fetcher_goes_on(
         tmp_path: Path, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
     peer = FailingPeer(KeyError("no such field"))
-    monkeypatch.setattr(replication, "PeerConnection", lambda *args: peer)
+    monkeypatch.setattr(replication, "PeerConnection", lambda *args, **kwargs: peer)
     fetcher = fetcher_of(follower(tmp_path))
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:

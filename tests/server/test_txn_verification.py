@@ -1,4 +1,4 @@
-"""KIP-890 part 1 verification (`josefk.server.txn_verification`) against stand-ins for
+"""KIP-890 part 1 verification (`josefk.server.transactions.verification`) against stand-ins for
 the broker, the coordinator and the peer that leads the coordinator's partition."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import pytest
 from kafka.protocol.producer import AddPartitionsToTxnResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from josefk.cluster.txn_log import TRANSACTION_STATE_TOPIC, TopicPartition
+from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, TopicPartition
 from josefk.protocol import error_codes as ec
-from josefk.server import peer as peer_module
-from josefk.server import txn_verification as tv
-from josefk.server.peer import PeerError
+from josefk.server.network import peer as peer_module
+from josefk.server.network.peer import PeerError
+from josefk.server.security.client import PLAINTEXT_PEERS, PeerSecurity
+from josefk.server.transactions import verification as tv
 
 TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
@@ -98,6 +99,7 @@ class FakeBroker:
     leader: int = 1  # of the transactional id's __transaction_state partition
     txn_service: FakeService = field(default_factory=FakeService)
     cluster: FakeCluster | None = None
+    peer_security: PeerSecurity = PLAINTEXT_PEERS
     config: FakeConfig = field(default_factory=FakeConfig)
     partitions: dict[tuple[str, int], FakePartition] = field(default_factory=dict)
 
@@ -115,8 +117,10 @@ class FakePeer:
     created: list[FakePeer] = []
     answer: Any = None  # a response, or an exception to raise
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
+                 security: PeerSecurity = PLAINTEXT_PEERS) -> None:
         self.host, self.port = host, port
+        self.security = security
         self.requests: list[tuple[Any, int]] = []
         FakePeer.created.append(self)
 

@@ -1,0 +1,11 @@
+"""The classic group coordinator (Kafka's GroupCoordinator) on ``__consumer_offsets``.
+
+``api`` is its vocabulary (errors, requests, results); ``state`` one group's state machine
+as a transition table; ``groups`` and ``offsets`` the membership and offset requests over
+all groups; ``pending_offsets`` the offsets transactions commit; ``records`` the topic's
+keys and values byte for byte; ``coordinator`` loads and unloads partitions and writes
+records; ``host`` is what it needs of the broker.
+
+Uses ``josefk.cluster.metadata``, ``josefk.cluster.partition``, ``josefk.log``; used by
+the server's group and offset handlers. Independent of the transaction coordinator.
+"""

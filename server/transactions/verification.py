@@ -1,0 +1,171 @@
+"""KIP-890 part 1: a partition leader verifies with the transaction coordinator that a
+transactional produce belongs to an ongoing transaction before it appends one that would
+start a transaction on the partition (Kafka 3.9's ``handleProduceAppend``,
+``AddPartitionsToTxnManager`` and ``VerificationGuard``).
+
+A guard is taken before asking the coordinator; a marker written for the producer on the
+partition meanwhile drops it, and the append goes ahead only while it holds, so a late
+batch cannot reopen a transaction the coordinator has just ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kafka.protocol.producer import AddPartitionsToTxnRequest
+
+from josefk.cluster.coordinator.transaction.records import (
+    TRANSACTION_STATE_TOPIC,
+    TopicPartition,
+    partitions_by_topic,
+)
+from josefk.cluster.partition import Partition
+from josefk.protocol import error_codes as ec
+from josefk.protocol.record_batch import RecordBatchError, parse_header
+from josefk.server.network.peer import PeerError, PeerPool
+
+if TYPE_CHECKING:
+    from josefk.server.broker import Broker
+
+logger = logging.getLogger(__name__)
+
+VERIFY_VERSION = 4
+NETWORK_EXCEPTION = 13  # Kafka's NetworkException: the coordinator did not answer
+# Produce v11+ / TxnOffsetCommit v4+ clients handle TRANSACTION_ABORTABLE; older ones get
+# INVALID_TXN_STATE.
+ABORTABLE_PRODUCE_VERSION = 11
+ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
+# Verification failures an old client would not retry become NOT_ENOUGH_REPLICAS,
+# which it retries without refreshing metadata.
+_RETRIABLE = {ec.CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, ec.COORDINATOR_LOAD_IN_PROGRESS,
+              ec.COORDINATOR_NOT_AVAILABLE, ec.NOT_COORDINATOR}
+Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+Topic = Txn.AddPartitionsToTxnTopic
+
+
+def transactional_producer(records: bytes | None) -> tuple[int, int] | None:
+    """(producer id, epoch) of a produce's first batch when it is transactional."""
+    if not records:
+        return None
+    try:
+        header = parse_header(records)
+    except RecordBatchError:
+        return None  # the append reports it
+    if header.is_transactional and header.has_producer_id:
+        return header.producer_id, header.producer_epoch
+    return None
+
+
+def produce_error(code: int, produce_version: int) -> int:
+    """A coordinator's verification answer as the produce response carries it."""
+    if code == ec.PRODUCER_FENCED:
+        code = ec.INVALID_PRODUCER_EPOCH
+    elif code == ec.TRANSACTION_ABORTABLE and produce_version < ABORTABLE_PRODUCE_VERSION:
+        code = ec.INVALID_TXN_STATE
+    return ec.NOT_ENOUGH_REPLICAS if code in _RETRIABLE else code
+
+
+def txn_offset_commit_error(code: int, version: int) -> int:
+    """A coordinator's verification answer as a TxnOffsetCommit response carries it: as
+    for Produce, except that retriable trouble is COORDINATOR_NOT_AVAILABLE (Kafka's group
+    coordinator)."""
+    if code == ec.PRODUCER_FENCED:
+        code = ec.INVALID_PRODUCER_EPOCH
+    elif code == ec.TRANSACTION_ABORTABLE and version < ABORTABLE_TXN_OFFSET_COMMIT_VERSION:
+        code = ec.INVALID_TXN_STATE
+    return ec.COORDINATOR_NOT_AVAILABLE if code in _RETRIABLE else code
+
+
+class TxnVerifier:
+    """Guards and verification requests of one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._guards: dict[tuple[str, int, int], object] = {}
+        self._peers = PeerPool(f"broker-{broker.node_id}-txn-verification",
+                               broker.config.request_timeout_ms / 1000, broker.peer_security)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.broker.config.values["transaction.partition.verification.enable"])
+
+    def needs(self, partition: Partition, producer_id: int) -> bool:
+        return not partition.log.has_ongoing_transaction(producer_id)
+
+    def start(self, partition: Partition, producer_id: int) -> object:
+        guard = object()
+        self._guards[(partition.topic, partition.index, producer_id)] = guard
+        return guard
+
+    def holds(self, partition: Partition, producer_id: int, guard: object) -> bool:
+        key = (partition.topic, partition.index, producer_id)
+        return (self._guards.get(key) is guard
+                and self.broker.partition(partition.topic, partition.index) is partition)
+
+    def release(self, partition: Partition, producer_id: int, guard: object) -> None:
+        key = (partition.topic, partition.index, producer_id)
+        if self._guards.get(key) is guard:
+            del self._guards[key]
+
+    def on_marker(self, topic: str, index: int, producer_id: int) -> None:
+        """A marker ended the producer's transaction here: pending verifications fail."""
+        self._guards.pop((topic, index, producer_id), None)
+
+    async def verify_one(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         partition: Partition) -> tuple[int, object | None]:
+        """Verify one partition (a group's ``__consumer_offsets`` partition for
+        TxnOffsetCommit): (the coordinator's answer, the guard to check with `holds` just
+        before the append, or None when there is nothing to check)."""
+        if not self.enabled or not self.needs(partition, producer_id):
+            return ec.NONE, None
+        guard = self.start(partition, producer_id)
+        tp = TopicPartition(partition.topic, partition.index)
+        answer = (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
+        if answer != ec.NONE:
+            self.release(partition, producer_id, guard)
+            return answer, None
+        return ec.NONE, guard
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The coordinator's answer per partition: locally, or AddPartitionsToTxn v4
+        verify_only to the broker leading the transactional id's partition."""
+        service = self.broker.txn_service
+        view = self.broker.partition_view(TRANSACTION_STATE_TOPIC,
+                                          service.partition_for(transactional_id))
+        if view is None or view.leader < 0:
+            return dict.fromkeys(partitions, ec.COORDINATOR_NOT_AVAILABLE)
+        if view.leader == self.broker.node_id:
+            return service.coordinator.verify_partitions(transactional_id, producer_id,
+                                                         producer_epoch, partitions)
+        return await self._remote(view.leader, transactional_id, producer_id, producer_epoch,
+                                  partitions)
+
+    async def _remote(self, leader: int, transactional_id: str, producer_id: int,
+                      producer_epoch: int, partitions: list[TopicPartition]
+                      ) -> dict[TopicPartition, int]:
+        failed = dict.fromkeys(partitions, ec.COORDINATOR_NOT_AVAILABLE)
+        cluster = self.broker.cluster
+        peer = self._peers.get(leader, cluster.endpoint_of(leader) if cluster else None)
+        if peer is None:
+            return failed
+        request = AddPartitionsToTxnRequest(transactions=[Txn(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=True,
+            topics=[Topic(name=t, partitions=ps)
+                    for t, ps in partitions_by_topic(partitions).items()])])
+        try:
+            response = await peer.request(request, VERIFY_VERSION)
+        except PeerError as e:
+            logger.warning("verifying %s with broker %d failed: %s", transactional_id, leader, e)
+            return dict.fromkeys(partitions, NETWORK_EXCEPTION)
+        if response.error_code != ec.NONE:
+            return dict.fromkeys(partitions, response.error_code)
+        results: dict[TopicPartition, int] = {}
+        for txn in response.results_by_transaction:
+            for topic in txn.topic_results:
+                for p in topic.results_by_partition:
+                    results[TopicPartition(topic.name, p.partition_index)] = (
+                        p.partition_error_code)
+        return {tp: results.get(tp, ec.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
