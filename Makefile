@@ -9,7 +9,7 @@ CORE := $(VENV)/.core-stamp
 DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint kafka-jars spark-jars kcat compat compat-kafka bench-log bench bench-quick clean \
+.PHONY: install serve test lint kafka-jars spark-jars kcat chromium compat compat-kafka bench-log bench bench-quick clean \
 	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests chaos fuzz
 
 # The broker alone: what `make serve` needs.
@@ -56,6 +56,12 @@ kcat:
 	@command -v kcat >/dev/null || { (apt-get update -qq && apt-get install -y -qq kcat) \
 	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq kcat'; }
 
+## Chromium and its WebDriver (Debian packages) for the console page's browser test.
+chromium:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) \
+	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq chromium chromium-driver'; }
+
 REQUIRE := JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 JOSEFK_REQUIRE_SPARK=1
 
 ## The compatibility suite (stock clients, Java tools, Spark) against josefk.
@@ -84,8 +90,8 @@ lint: install
 
 ## The whole suite: lint, unit and integration tests, then the compatibility suite
 ## (kafka-python, aiokafka, confluent-kafka, kcat, Kafka's Java tools, Spark) against josefk.
-test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat lint
-	$(REQUIRE) $(BIN)/pytest tests compat_tests $(PYTEST_ARGS)
+test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat chromium lint
+	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest tests compat_tests $(PYTEST_ARGS)
 
 BENCH := $(VENV)/.bench-stamp
 $(BENCH): $(CORE)
@@ -124,6 +130,27 @@ bench-connections: $(BENCH) kafka-jars
 .PHONY: bench-security
 bench-security: $(BENCH) kafka-jars
 	$(BIN)/python -m bench.security $(ARGS)
+
+## Cold start vs Apache Kafka 4.x: spawn to the first acknowledged produce (acks=all, topic
+## created after the port opens), 5 alternating rounds, plus where josefk's time goes
+## (interpreter, imports, start-up phases); results in bench/results/startup/ (~3 min);
+## ARGS (--rounds N, --before REV: also josefk as of commit REV, in the same rounds).
+.PHONY: bench-startup
+bench-startup: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.startup $(ARGS)
+
+## Time to a usable broker: the kafka_broker fixture (in-process), a josefk process and
+## Apache Kafka 4.x started as testcontainers does (format + start), until a first acked
+## produce, 5 alternating rounds (~5 min); results in bench/results/fixture/; ARGS (--rounds N).
+.PHONY: bench-fixture
+bench-fixture: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.fixture_startup $(ARGS)
+
+## What /metrics costs: produce and consume MiB/s and broker CPU for josefk without metrics,
+## josefk scraped every second, and Apache Kafka 4.x, 3 alternating rounds (~7 min); ARGS (--quick).
+.PHONY: bench-metrics
+bench-metrics: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.metrics $(ARGS)
 
 SCALE ?= 1
 

@@ -18,3 +18,8 @@ Packages, in the order their imports point (each may use those after it):
 Used by ``josefk.server`` only; uses ``josefk.log`` and ``josefk.protocol``. Nothing here
 opens a socket: the network is handed in through narrow interfaces.
 """
+
+# Before any module of this package imports kafka-python (see kafka_python).
+from josefk.protocol.kafka_python import defer_client_imports
+
+defer_client_imports()

@@ -206,6 +206,12 @@ class Partition:
         self.on_append(self)
         return not self.is_leader and (new_epoch or was_leader)
 
+    def stop(self) -> None:
+        """No longer served here (StopReplica): neither leader nor follower, so nothing
+        still in flight for it (an AlterPartition retry) goes on."""
+        self.leader = None
+        self.pending_isr = None
+
     # --- the leader's view of its followers -----------------------------------------
 
     def record_follower_fetch(self, replica: int, fetch_offset: int, now_ms: int) -> None:
@@ -264,13 +270,18 @@ class Partition:
 
     # --- a follower's own log ---------------------------------------------------------
 
-    def append_as_follower(self, records: bytes | bytearray, leader_high_watermark: int
-                           ) -> None:
+    def append_as_follower(self, records: bytes | bytearray, leader_high_watermark: int,
+                           leader_log_start_offset: int = -1) -> None:
         """Append what the leader sent, then follow its high watermark (never past our
-        own log end)."""
+        own log end) and its log start offset (never past our high watermark), so that
+        DeleteRecords and retention reach the followers (Kafka's
+        ``maybeIncrementLogStartOffset`` on a fetch answer)."""
         if records:
             self.log.append_as_follower(records)
         self.log.high_watermark = max(0, min(leader_high_watermark, self.log.log_end_offset))
+        start = min(leader_log_start_offset, self.log.high_watermark)
+        if start > self.log.log_start_offset:
+            self.log.delete_records(start)
 
     def check_leader_epoch(self, requested: int) -> None:
         """Fence a client with a newer or older view of the leader epoch (KIP-320)."""
@@ -322,8 +333,13 @@ class Partition:
         return info
 
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = the smallest log end offset over the (maximal) ISR; True if it moved."""
+        """HW = the smallest log end offset over the (maximal) ISR; True if it moved.
+        It holds while the ISR is below ``min.insync.replicas`` (capped at the replica
+        count), as Kafka's ``maybeIncrementLeaderHW`` (KIP-966): acks=1 records written
+        then stay unreadable until enough replicas have them."""
         if not self.is_leader:
+            return False
+        if len(self.isr) < min(self.log.config.min_insync_replicas, len(self.replicas)):
             return False
         hw = self.log.log_end_offset
         for replica in self.maximal_isr:

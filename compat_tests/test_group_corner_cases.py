@@ -162,3 +162,31 @@ def test_txn_offset_commit_checks_the_group_as_kafka_does(
             assert _end_txn(conn, txn_id, pid, epoch, False) == NONE
     finally:
         client.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("version", [5, 9])
+def test_join_group_with_a_client_id_near_32_kib_is_answered(broker: Broker,
+                                                             version: int) -> None:
+    """The member id is the client id plus a UUID: one past a STRING's 32767 bytes is
+    refused with UNKNOWN_SERVER_ERROR, as Kafka answers, and the connection goes on
+    (it used to close: the answer could not be encoded before v6)."""
+    from kafka.protocol.consumer import JoinGroupRequest
+
+    group = unique_group("long-client-id")
+    client = _client(broker.bootstrap, group)
+    host, port = client.conn.sock.getpeername()[:2]
+    coordinator = f"{host}:{port}"
+    client.close()
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")
+    answers = {}
+    for length in (32_700, 32_767):
+        with RawConnection(coordinator, client_id="c" * length) as conn:
+            answers[length] = conn.request(JoinGroupRequest(
+                group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                member_id="", group_instance_id=None, protocol_type="consumer",
+                protocols=[protocol], reason=None), version)
+            assert conn.api_versions(), "the connection stays open"
+    fits, too_long = answers[32_700], answers[32_767]
+    assert fits.error_code == MEMBER_ID_REQUIRED and len(fits.member_id) == 32_737, fits
+    assert too_long.error_code == -1 and not too_long.member_id, too_long

@@ -6,6 +6,7 @@ that readers may still be sending from, and the swap of compacted segments in.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +36,7 @@ class LogDeletion:
     _high_watermark: int
     truncations: int
     pending_deletes: list[tuple[int, LogSegment]]
+    _flush_lock: threading.Lock
 
     if TYPE_CHECKING:
         @property
@@ -108,9 +110,11 @@ class LogDeletion:
             return 0
         if doomed[-1] is self.active_segment:
             self.roll()
+        with self._flush_lock:  # a flush in a worker thread reads both lists together
+            for segment in doomed:
+                self.segments.remove(segment)
+                self._base_offsets.remove(segment.base_offset)
         for segment in doomed:
-            self.segments.remove(segment)
-            self._base_offsets.remove(segment.base_offset)
             self._schedule_delete(segment, now)
         new_start = self.segments[0].base_offset
         if new_start > self.log_start_offset:
@@ -161,6 +165,7 @@ class LogDeletion:
         rename_suffix(self.directory, base_offset, SWAP_SUFFIX, "")
         cleaned = LogSegment(self.directory, base_offset, self.config.index_interval_bytes,
                              self.config.segment_index_bytes, active=False)
-        self.segments[first:first + len(old)] = [cleaned]
-        self._base_offsets[first:first + len(old)] = [base_offset]
+        with self._flush_lock:
+            self.segments[first:first + len(old)] = [cleaned]
+            self._base_offsets[first:first + len(old)] = [base_offset]
         return cleaned

@@ -15,9 +15,9 @@ import struct
 import zlib
 from collections.abc import Callable
 
+import kafka.codec as codec
 import lz4.frame
 import zstandard
-from kafka import codec
 
 from josefk.protocol.record_batch import CorruptRecordError
 

@@ -403,8 +403,9 @@ class Log(LogTransactions, LogDeletion):
         if current.size == 0:
             # An empty active segment is replaced rather than left behind.
             self._delete_now(current)
-            self.segments.pop()
-            self._base_offsets.pop()
+            with self._flush_lock:
+                self.segments.pop()
+                self._base_offsets.pop()
             if not self.segments:
                 # Nothing below ``base`` exists any more, as a reopen would also find.
                 self.log_start_offset = max(self.log_start_offset, base)
@@ -413,8 +414,9 @@ class Log(LogTransactions, LogDeletion):
             self.rolled_to = base
             if self.flush_watch is not None:
                 self.flush_watch.add(self)
-        self.segments.append(segment)
-        self._base_offsets.append(base)
+        with self._flush_lock:
+            self.segments.append(segment)
+            self._base_offsets.append(base)
         return segment
 
     # --- reading -------------------------------------------------------------------------
@@ -588,15 +590,10 @@ class Log(LogTransactions, LogDeletion):
             target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
             truncations = self.truncations
             unflushed = self.unflushed_messages
-            # Retention and the cleaner's swap (on the event loop) change the segments,
-            # then their base offsets: an index found between the two may be past the
-            # segment holding the recovery point (one too early only flushes one more).
-            segments = list(self.segments)
-            first = max(0, min(self._segment_index_for(self.recovery_point),
-                               len(segments) - 1))
-            while first > 0 and segments[first].base_offset > self.recovery_point:
-                first -= 1
-            segments = segments[first:]
+            # Every change of the segment list (roll, truncation, retention, the cleaner's
+            # swap) holds this lock, so the list and its base offsets agree here.
+            first = max(0, self._segment_index_for(self.recovery_point))
+            segments = self.segments[first:]
         for segment in segments:
             if segment.base_offset >= target and up_to is not None:
                 break

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from josefk.log.checkpoint import (
     CorruptCheckpointError,
+    fsync_dir,
     read_offsets,
     sync_filesystem,
     write_atomic,
@@ -79,6 +80,8 @@ class LogManager:
         # Directories of deleted logs, renamed aside, for the server to remove off the
         # event loop (`take_deleted_dirs`); those left at a stop go at the next start.
         self._deleted_dirs: list[Path] = []
+        # Copies made ahead of a move across file systems (`stage_move`), by partition.
+        self._staged: dict[TopicPartition, Path] = {}
 
     # --- start-up ----------------------------------------------------------------
 
@@ -140,6 +143,26 @@ class LogManager:
     def dir_of(self, topic: str, partition: int) -> Path:
         return self._dir_of[(topic, partition)]
 
+    def needs_copy(self, topic: str, partition: int, target: Path) -> bool:
+        """Whether moving the log to ``target`` copies it (another file system)."""
+        tp = (topic, partition)
+        return (self._dir_of[tp] != Path(target)
+                and os.stat(self._dir_of[tp]).st_dev != os.stat(target).st_dev)
+
+    def stage_move(self, topic: str, partition: int, target: Path) -> None:
+        """Copy a live log's files beside ``target`` ahead of :meth:`move_log`, which
+        then copies only what changed meanwhile. Only reads the log's files: run it in a
+        worker thread while the log keeps serving (roll it first, so that what changes
+        meanwhile is little more than the appends)."""
+        tp = (topic, partition)
+        source = self.logs[tp].directory
+        staging = self._staged.get(tp)
+        if staging is None or staging.parent != Path(target):
+            staging = Path(target) / aside_name(topic, partition, FUTURE_DIR_SUFFIX)
+            staging.mkdir()
+            self._staged[tp] = staging
+        copy_changed_files(source, staging)
+
     def move_log(self, topic: str, partition: int, target: Path) -> Log:
         """Move a partition's log to another of the log dirs (AlterReplicaLogDirs):
         flushed, closed, its directory moved (renamed, or copied across file systems
@@ -156,8 +179,12 @@ class LogManager:
         try:
             log.directory.rename(destination)
         except OSError:
-            staging = target / aside_name(topic, partition, FUTURE_DIR_SUFFIX)
-            shutil.copytree(log.directory, staging)
+            staging = self._staged.pop(tp, None)
+            if staging is None or staging.parent != target:
+                staging = target / aside_name(topic, partition, FUTURE_DIR_SUFFIX)
+                staging.mkdir()
+            copy_changed_files(log.directory, staging)
+            fsync_tree(staging)
             staging.rename(destination)
             shutil.rmtree(log.directory, ignore_errors=True)
         self._flush_watch.discard(log)
@@ -265,3 +292,32 @@ def remove_dirs(paths: list[Path]) -> None:
     """Remove deleted logs' directories (blocking: the server runs it in a thread)."""
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def copy_changed_files(source: Path, target: Path) -> int:
+    """Make the flat directory ``target`` a copy of ``source``, copying only the files
+    whose size or modification time differ (``copy2`` keeps the time) and removing those
+    ``source`` no longer has; the bytes copied."""
+    copied = 0
+    present = {entry.name: entry.stat() for entry in os.scandir(target)}
+    for entry in os.scandir(source):
+        if not entry.is_file():
+            continue
+        stat, had = entry.stat(), present.pop(entry.name, None)
+        if had is None or (had.st_size, had.st_mtime_ns) != (stat.st_size, stat.st_mtime_ns):
+            shutil.copy2(entry.path, target / entry.name)
+            copied += stat.st_size
+    for name in present:
+        (target / name).unlink()
+    return copied
+
+
+def fsync_tree(directory: Path) -> None:
+    """fsync every file of a flat directory, then the directory itself."""
+    for entry in os.scandir(directory):
+        fd = os.open(entry.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fsync_dir(directory)

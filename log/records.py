@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import crc32c
-from kafka import codec
+import kafka.codec as codec
 
 from josefk.log.inflate import inflate
 from josefk.protocol.record_batch import (

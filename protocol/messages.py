@@ -21,134 +21,18 @@ Server side, kafka-python is used like this (its own client does the reverse):
 
 from __future__ import annotations
 
+import functools
+import importlib
 import io
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from kafka.errors import UnsupportedVersionError as KafkaUnsupportedVersion
-from kafka.protocol.admin import (
-    AlterConfigsRequest,
-    AlterConfigsResponse,
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
-    AlterReplicaLogDirsRequest,
-    AlterReplicaLogDirsResponse,
-    AlterUserScramCredentialsRequest,
-    AlterUserScramCredentialsResponse,
-    CreateAclsRequest,
-    CreateAclsResponse,
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteAclsRequest,
-    DeleteAclsResponse,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeAclsRequest,
-    DescribeAclsResponse,
-    DescribeClusterRequest,
-    DescribeClusterResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    DescribeLogDirsRequest,
-    DescribeLogDirsResponse,
-    DescribeProducersRequest,
-    DescribeProducersResponse,
-    DescribeTopicPartitionsRequest,
-    DescribeTopicPartitionsResponse,
-    DescribeTransactionsRequest,
-    DescribeTransactionsResponse,
-    DescribeUserScramCredentialsRequest,
-    DescribeUserScramCredentialsResponse,
-    ElectLeadersRequest,
-    ElectLeadersResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
-    ListTransactionsRequest,
-    ListTransactionsResponse,
-)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    AddOffsetsToTxnRequest,
-    AddOffsetsToTxnResponse,
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    EndTxnRequest,
-    EndTxnResponse,
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
-    WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
 
-from .controller_messages import (
-    AllocateProducerIdsRequest,
-    AllocateProducerIdsResponse,
-    AlterPartitionRequest,
-    AlterPartitionResponse,
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    StopReplicaRequest,
-    StopReplicaResponse,
-    UpdateMetadataRequest,
-    UpdateMetadataResponse,
-)
 from .exceptions import (
     MalformedRequestError,
     ProtocolError,
@@ -171,76 +55,103 @@ __all__ = [
     "walk_body",
 ]
 
-_PAIRS: tuple[tuple[type[ApiMessage], type[ApiMessage]], ...] = (
-    (ProduceRequest, ProduceResponse),
-    (FetchRequest, FetchResponse),
-    (ListOffsetsRequest, ListOffsetsResponse),
-    (MetadataRequest, MetadataResponse),
-    # Inter-broker apis of ZooKeeper mode, from our own schemas (controller_messages.py).
-    (LeaderAndIsrRequest, LeaderAndIsrResponse),
-    (StopReplicaRequest, StopReplicaResponse),
-    (UpdateMetadataRequest, UpdateMetadataResponse),
-    (ControlledShutdownRequest, ControlledShutdownResponse),
-    (OffsetCommitRequest, OffsetCommitResponse),
-    (OffsetFetchRequest, OffsetFetchResponse),
-    (FindCoordinatorRequest, FindCoordinatorResponse),
-    (JoinGroupRequest, JoinGroupResponse),
-    (HeartbeatRequest, HeartbeatResponse),
-    (LeaveGroupRequest, LeaveGroupResponse),
-    (SyncGroupRequest, SyncGroupResponse),
-    (DescribeGroupsRequest, DescribeGroupsResponse),
-    (ListGroupsRequest, ListGroupsResponse),
-    (SaslHandshakeRequest, SaslHandshakeResponse),
-    (ApiVersionsRequest, ApiVersionsResponse),
-    (CreateTopicsRequest, CreateTopicsResponse),
-    (DeleteTopicsRequest, DeleteTopicsResponse),
-    (DeleteRecordsRequest, DeleteRecordsResponse),
-    (InitProducerIdRequest, InitProducerIdResponse),
-    (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
-    (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
-    (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
-    (EndTxnRequest, EndTxnResponse),
-    (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
-    (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
-    (DescribeAclsRequest, DescribeAclsResponse),
-    (CreateAclsRequest, CreateAclsResponse),
-    (DeleteAclsRequest, DeleteAclsResponse),
-    (DescribeConfigsRequest, DescribeConfigsResponse),
-    (AlterConfigsRequest, AlterConfigsResponse),
-    (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse),
-    (DescribeLogDirsRequest, DescribeLogDirsResponse),
-    (CreatePartitionsRequest, CreatePartitionsResponse),
-    (DeleteGroupsRequest, DeleteGroupsResponse),
-    (SaslAuthenticateRequest, SaslAuthenticateResponse),
-    (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
-    (ElectLeadersRequest, ElectLeadersResponse),
-    (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
-    (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
-    (OffsetDeleteRequest, OffsetDeleteResponse),
-    (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
-    (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
-    (AlterPartitionRequest, AlterPartitionResponse),
-    (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
-    (DescribeClusterRequest, DescribeClusterResponse),
-    (DescribeProducersRequest, DescribeProducersResponse),
-    (DescribeTransactionsRequest, DescribeTransactionsResponse),
-    (ListTransactionsRequest, ListTransactionsResponse),
-    (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
-)
+# The module of each api's kafka-python classes, ``<ApiKey name>Request`` and ``...Response``,
+# imported on first use: a broker serving a few apis need not build all their classes. The
+# admin apis name their submodule: ``kafka.protocol.admin``'s ``__init__``, which imports
+# all eight, runs only when something asks the package itself (kafka_python.py).
+_ADMIN, _CONSUMER, _METADATA, _PRODUCER = (f"kafka.protocol.{package}" for package in
+                                           ("admin", "consumer", "metadata", "producer"))
+# Inter-broker apis of ZooKeeper mode, from our own schemas.
+_CONTROLLER = "josefk.protocol.controller_messages"
+_MODULES: Mapping[int, str] = {int(key): module for key, module in {
+    ApiKey.Produce: _PRODUCER,
+    ApiKey.Fetch: _CONSUMER,
+    ApiKey.ListOffsets: _CONSUMER,
+    ApiKey.Metadata: _METADATA,
+    ApiKey.LeaderAndIsr: _CONTROLLER,
+    ApiKey.StopReplica: _CONTROLLER,
+    ApiKey.UpdateMetadata: _CONTROLLER,
+    ApiKey.ControlledShutdown: _CONTROLLER,
+    ApiKey.OffsetCommit: _CONSUMER,
+    ApiKey.OffsetFetch: _CONSUMER,
+    ApiKey.FindCoordinator: _METADATA,
+    ApiKey.JoinGroup: _CONSUMER,
+    ApiKey.Heartbeat: _CONSUMER,
+    ApiKey.LeaveGroup: _CONSUMER,
+    ApiKey.SyncGroup: _CONSUMER,
+    ApiKey.DescribeGroups: f"{_ADMIN}.groups",
+    ApiKey.ListGroups: f"{_ADMIN}.groups",
+    ApiKey.SaslHandshake: "kafka.protocol.sasl",
+    ApiKey.ApiVersions: _METADATA,
+    ApiKey.CreateTopics: f"{_ADMIN}.topics",
+    ApiKey.DeleteTopics: f"{_ADMIN}.topics",
+    ApiKey.DeleteRecords: f"{_ADMIN}.topics",
+    ApiKey.InitProducerId: _PRODUCER,
+    ApiKey.OffsetForLeaderEpoch: _CONSUMER,
+    ApiKey.AddPartitionsToTxn: _PRODUCER,
+    ApiKey.AddOffsetsToTxn: _PRODUCER,
+    ApiKey.EndTxn: _PRODUCER,
+    ApiKey.WriteTxnMarkers: _PRODUCER,
+    ApiKey.TxnOffsetCommit: _PRODUCER,
+    ApiKey.DescribeAcls: f"{_ADMIN}.acl",
+    ApiKey.CreateAcls: f"{_ADMIN}.acl",
+    ApiKey.DeleteAcls: f"{_ADMIN}.acl",
+    ApiKey.DescribeConfigs: f"{_ADMIN}.configs",
+    ApiKey.AlterConfigs: f"{_ADMIN}.configs",
+    ApiKey.AlterReplicaLogDirs: f"{_ADMIN}.cluster",
+    ApiKey.DescribeLogDirs: f"{_ADMIN}.cluster",
+    ApiKey.CreatePartitions: f"{_ADMIN}.topics",
+    ApiKey.DeleteGroups: f"{_ADMIN}.groups",
+    ApiKey.SaslAuthenticate: "kafka.protocol.sasl",
+    ApiKey.IncrementalAlterConfigs: f"{_ADMIN}.configs",
+    ApiKey.ElectLeaders: f"{_ADMIN}.topics",
+    ApiKey.AlterPartitionReassignments: f"{_ADMIN}.topics",
+    ApiKey.ListPartitionReassignments: f"{_ADMIN}.topics",
+    ApiKey.OffsetDelete: _CONSUMER,
+    ApiKey.DescribeUserScramCredentials: f"{_ADMIN}.users",
+    ApiKey.AlterUserScramCredentials: f"{_ADMIN}.users",
+    ApiKey.AlterPartition: _CONTROLLER,
+    ApiKey.AllocateProducerIds: _CONTROLLER,
+    ApiKey.DescribeCluster: f"{_ADMIN}.cluster",
+    ApiKey.DescribeProducers: f"{_ADMIN}.transactions",
+    ApiKey.DescribeTransactions: f"{_ADMIN}.transactions",
+    ApiKey.ListTransactions: f"{_ADMIN}.transactions",
+    ApiKey.DescribeTopicPartitions: f"{_ADMIN}.topics",
+}.items()}
 
-API_CLASSES: Mapping[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
-    int(req.API_KEY): (req, resp) for req, resp in _PAIRS
-}
+
+@functools.cache
+def _classes(api_key: int) -> tuple[type[ApiMessage], type[ApiMessage]]:
+    module = importlib.import_module(_MODULES[api_key])
+    name = ApiKey(api_key).name
+    return getattr(module, f"{name}Request"), getattr(module, f"{name}Response")
+
+
+class _ApiClasses(Mapping[int, tuple[type[ApiMessage], type[ApiMessage]]]):
+    """Api key -> kafka-python's (request, response) classes, each api's imported on
+    first lookup."""
+
+    def __getitem__(self, api_key: int) -> tuple[type[ApiMessage], type[ApiMessage]]:
+        return _classes(api_key)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(_MODULES)
+
+    def __len__(self) -> int:
+        return len(_MODULES)
+
+
+API_CLASSES: Mapping[int, tuple[type[ApiMessage], type[ApiMessage]]] = _ApiClasses()
 
 
 def request_class(api_key: int) -> type[ApiMessage]:
     """kafka-python's request class for `api_key` (KeyError if not registered)."""
-    return API_CLASSES[api_key][0]
+    return _classes(api_key)[0]
 
 
 def response_class(api_key: int) -> type[ApiMessage]:
     """kafka-python's response class for `api_key` (KeyError if not registered)."""
-    return API_CLASSES[api_key][1]
+    return _classes(api_key)[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,11 +198,11 @@ def decode_request(frame: Buffer, enabled: AbstractSet[int] | None = None) -> Re
             f"{supported.min_version}..{supported.max_version}",
             **_ids(header),
         )
-    cls = request_class(header.api_key)
     body = memoryview(frame)[header.body_offset :]
     try:
         if header.api_key == ApiKey.Produce:
             return Request(header, decode_produce(body, header.api_version))
+        cls = request_class(header.api_key)
         _, copy_cost = walk_body(cls, header.api_version, body)
         if copy_cost <= _COPY_BUDGET_FACTOR * len(body) + _COPY_BUDGET_MIN:
             message = cls.decode(body, version=header.api_version)
@@ -350,7 +261,8 @@ def api_versions_response(
     throttle_time_ms: int = 0,
 ) -> ApiMessage:
     """An ApiVersionsResponse object at `api_version` listing `ranges`."""
-    entry = ApiVersionsResponse.ApiVersion
+    response = response_class(ApiKey.ApiVersions)
+    entry = response.ApiVersion
     fields: dict[str, Any] = {
         "error_code": error_code,
         "api_keys": [
@@ -360,7 +272,7 @@ def api_versions_response(
     }
     if api_version >= 1:
         fields["throttle_time_ms"] = throttle_time_ms
-    return ApiVersionsResponse[api_version](**fields)
+    return response[api_version](**fields)
 
 
 def api_versions_unsupported_frame(

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import trio
-import trio.testing
 
-from josefk.cluster.coordinator.group.coordinator import GroupCoordinator
+# trio.testing.wait_all_tasks_blocked itself: importing trio.testing imports pytest (when
+# installed), a fifth of a second of start-up.
+try:
+    from trio._core import wait_all_tasks_blocked
+except ImportError:  # trio moved it: the public way
+    from trio.testing import wait_all_tasks_blocked
+
 from josefk.cluster.coordinator.records import OFFSETS_TOPIC
-from josefk.cluster.coordinator.transaction.records import TopicPartition
-from josefk.cluster.coordinator.transaction.service import TxnService
-from josefk.cluster.coordinator.transaction.state import TxnError
+from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, TopicPartition
 from josefk.cluster.metadata.security_store import LocalSecurityStore, SecurityStore
 from josefk.cluster.metadata.store import BrokerInfo, LocalMetadataStore, MetadataStore, Topic
 from josefk.cluster.partition import Partition, PartitionMap, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
-from josefk.cluster.zk.znodes import Endpoint
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
 from josefk.log.manager import LogManager, remove_dirs, write_checkpoints
@@ -31,27 +34,7 @@ from josefk.protocol.framing import RECEIVE_SIZE
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.config.broker import BrokerConfig, topic_config_entries, validate_topic_configs
-from josefk.server.control.node import ClusterNode, open_replica_partition
-from josefk.server.control.producer_id_blocks import ProducerIdUnavailableError
-from josefk.server.handlers import (
-    Handler,
-    admin,
-    api_versions,
-    configs,
-    controller_apis,
-    fetch,
-    groups,
-    list_offsets,
-    metadata,
-    offsets,
-    produce,
-    producers,
-    records,
-    security,
-    topics,
-    transactions,
-    txn_offsets,
-)
+from josefk.server.handlers import CLUSTER_ONLY_KEYS, MODULES, handler
 from josefk.server.log_cleaner import LogCleanerService
 from josefk.server.network.acceptor import Acceptor
 from josefk.server.network.connection import Connection, IdleConnections
@@ -66,23 +49,22 @@ from josefk.server.security.session import current_session
 from josefk.server.transactions.markers import MarkerChannel, wait_replicated
 from josefk.server.transactions.verification import TxnVerifier
 
+if TYPE_CHECKING:
+    from josefk.cluster.coordinator.group.coordinator import GroupCoordinator
+    from josefk.cluster.coordinator.transaction.service import TxnService
+    from josefk.cluster.zk.znodes import Endpoint
+    from josefk.server.control.node import ClusterNode
+    from josefk.server.metrics.recorder import Recorder
+
 logger = logging.getLogger(__name__)
 
 # accept() failures that mean "not now", as trio.serve_listeners treats them.
 ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 ACCEPT_RETRY_S = 0.1
 
-# Each module maps the api keys it serves to its handlers in HANDLERS.
-HANDLER_MODULES = [api_versions, metadata, produce, fetch, list_offsets, topics,
-                   admin, configs, records, groups, offsets, producers, controller_apis,
-                   transactions, txn_offsets, security]
-# Served only in a cluster (zookeeper.connect set).
-CLUSTER_ONLY_KEYS = frozenset(int(k) for k in controller_apis.HANDLERS)
 # How long the background creation of deferred partitions holds the event loop at a time:
 # a request arriving meanwhile waits for the slice, plus the log being created (~0.4 ms).
 DEFERRED_OPEN_SLICE_S = 0.0005
-HANDLERS: dict[int, Handler] = {int(key): handler for module in HANDLER_MODULES
-                                for key, handler in module.HANDLERS.items()}
 
 
 class Broker:
@@ -91,11 +73,11 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.handlers: dict[int, Handler] = {
-            key: handler for key, handler in HANDLERS.items()
-            if config.zookeeper_connect or key not in CLUSTER_ONLY_KEYS}
-        self.enabled = enabled_api_keys(self.handlers)
-        self.advertised_versions: dict[int, VersionRange] = advertised_versions(self.handlers)
+        # The api keys served; their handlers are imported on each api's first request.
+        handled = [key for key in MODULES if config.zookeeper_connect
+                   or key not in CLUSTER_ONLY_KEYS]
+        self.enabled = enabled_api_keys(handled)
+        self.advertised_versions: dict[int, VersionRange] = advertised_versions(handled)
         self.log_manager = LogManager(
             config.log_dirs, self.log_config_for,
             threads_per_dir=config.values["num.recovery.threads.per.data.dir"])
@@ -112,6 +94,9 @@ class Broker:
         self.store: MetadataStore
         self.security_store: SecurityStore
         if config.zookeeper_connect:
+            # Cluster mode's code (kazoo, the controller) is imported only when it is used.
+            from josefk.server.control.node import ClusterNode
+
             self.cluster = ClusterNode(self)
             self.store = self.cluster.store
             self.security_store = self.cluster.security
@@ -143,23 +128,60 @@ class Broker:
         self._receive_buffer = bytearray(RECEIVE_SIZE)
         # The listener of each open connection, for KIP-402's closing of the excess.
         self.connection_listeners: dict[Connection, str] = {}
+        # Prometheus metrics (metrics.port, metrics.listener; off by default): the counters
+        # the request path bumps, and the address /metrics is served on once bound.
+        self.metrics: Recorder | None = None
+        self.metrics_address: tuple[str, int] | None = None
+        if config.values["metrics.port"] >= 0 or config.values["metrics.listener"]:
+            from josefk.server.metrics.recorder import Recorder, api_names
+
+            self.metrics = Recorder(api_names())
         # Coordinators plug in here: run after the logs load / for the broker's lifetime.
         self.startup_hooks: list[Callable[[], None]] = []
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []
-        # --- group coordinator ---
-        self.group_coordinator = GroupCoordinator(self)
-        self.startup_hooks.append(self.group_coordinator.startup)
-        self.background_tasks.append(self.group_coordinator.run)
-        # --- end group coordinator ---
-        self.txn_service = TxnService(self)
+        # serve()'s nursery once it runs the background tasks (`_run_in_background`).
+        self._nursery: trio.Nursery | None = None
+        self.startup_hooks.append(self._start_coordinators)
         self.txn_markers = MarkerChannel(self)
         self.txn_verifier = TxnVerifier(self)
-        self.startup_hooks.append(self.txn_service.startup)
-        self.background_tasks.append(self.txn_service.run)
         self.log_cleaner = LogCleanerService(self)
         self.startup_hooks.insert(0, self.log_cleaner.startup)
         self.background_tasks.append(self.log_cleaner.run)
         self.background_tasks.append(self._open_deferred)
+
+    # --- coordinators ---------------------------------------------------------------
+
+    # Built on first use (or at start-up when their topic exists), so a broker no client
+    # asked about groups or transactions never imports them.
+    @functools.cached_property
+    def group_coordinator(self) -> GroupCoordinator:
+        from josefk.cluster.coordinator.group.coordinator import GroupCoordinator
+
+        coordinator = GroupCoordinator(self)
+        self._run_in_background(coordinator.run)
+        return coordinator
+
+    @functools.cached_property
+    def txn_service(self) -> TxnService:
+        from josefk.cluster.coordinator.transaction.service import TxnService
+
+        service = TxnService(self)
+        self._run_in_background(service.run)
+        return service
+
+    def _start_coordinators(self) -> None:
+        """Start-up hook: load the coordinators' partitions, if their topics exist."""
+        if self.store.get(OFFSETS_TOPIC) is not None:
+            self.group_coordinator.startup()
+        if self.store.get(TRANSACTION_STATE_TOPIC) is not None:
+            self.txn_service.startup()
+
+    def _run_in_background(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run ``task`` for the broker's lifetime: now if serving, else once it serves."""
+        if self._nursery is None:
+            self.background_tasks.append(task)
+        else:
+            self._nursery.start_soon(task)
 
     # --- topics and partitions ----------------------------------------------------
 
@@ -219,9 +241,15 @@ class Broker:
             return None
         return self._open_partition(topic, key[1], self.log_config_for(topic.name), reported)
 
-    def open_deferred_partitions(self) -> None:
-        """Create every deferred partition's log now (for answers about the logs)."""
-        for key in list(self._unopened):
+    async def open_deferred_partitions(self, keys: Collection[tuple[str, int]] | None = None
+                                       ) -> None:
+        """Create the deferred partitions' logs now (every one, or those of ``keys``) for
+        answers about the logs; other tasks run between slices, as thousands may wait."""
+        deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
+        for key in [k for k in self._unopened if keys is None or k in keys]:
+            if trio.current_time() >= deadline:
+                await trio.sleep(0)
+                deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
             self._open_unopened(key)
 
     async def _open_deferred(self) -> None:
@@ -237,7 +265,7 @@ class Broker:
                 if trio.current_time() >= deadline:
                     # Idle priority: resume only once no other task can run, so requests
                     # wait for at most one slice (trio.testing's helper is plain trio).
-                    await trio.testing.wait_all_tasks_blocked()
+                    await wait_all_tasks_blocked()
                     deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
                 try:
                     self._open_unopened(key)
@@ -247,6 +275,8 @@ class Broker:
     def open_replica(self, topic: str, index: int, topic_id: uuid.UUID, replicas: list[int]
                      ) -> Partition:
         """A replica the controller placed here, not leading anything yet."""
+        from josefk.server.control.node import open_replica_partition
+
         partition = open_replica_partition(self, topic, index, topic_id, replicas)
         self.partitions[(topic, index)] = partition
         return partition
@@ -254,7 +284,9 @@ class Broker:
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         """StopReplica: stop serving a replica, and delete its log when asked."""
         key = (topic, index)
-        self.partitions.pop(key, None)
+        partition = self.partitions.pop(key, None)
+        if partition is not None:
+            partition.stop()
         if delete:
             self.log_manager.delete_log(topic, index)
         self.purgatory.notify(key)
@@ -296,6 +328,9 @@ class Broker:
     async def next_producer_id(self) -> int:
         if self.cluster is None:
             return self.producer_ids.next_id()
+        from josefk.cluster.coordinator.transaction.state import TxnError
+        from josefk.server.control.producer_id_blocks import ProducerIdUnavailableError
+
         try:
             return await self.cluster.producer_ids.next_id()
         except ProducerIdUnavailableError as e:
@@ -361,6 +396,8 @@ class Broker:
 
     def _registered_endpoints(self) -> tuple[Endpoint, ...]:
         """Every advertised listener, for ``/brokers/ids/<id>`` (Kafka registers all)."""
+        from josefk.cluster.zk.znodes import Endpoint
+
         protocols = {x.name: x.security_protocol for x in self.config.listeners}
         return tuple(Endpoint(name, info.host, info.port, protocols[name])
                      for name, info in self.endpoints.items())
@@ -398,9 +435,15 @@ class Broker:
     # --- requests -----------------------------------------------------------------------
 
     async def dispatch(self, request: Request) -> list[Part] | None:
-        result: Any = await self.handlers[request.api_key](self, request)
+        result: Any = await handler(request.api_key)(self, request)
         if result is None:
             return None
+        if self.metrics is not None:
+            # The response's own error code (not its partitions' or resources').
+            code = (result.get("error_code") if isinstance(result, dict)
+                    else getattr(result, "error_code", None))
+            if code:
+                self.metrics.error(self.metrics.name(request), int(code))
         if isinstance(result, list):
             return result
         return [encode_response(request.api_key, request.api_version, request.correlation_id,
@@ -450,14 +493,29 @@ class Broker:
                 nursery.start_soon(self.idle_connections.run)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
+                self._nursery = nursery
+                if self.metrics is not None:
+                    await self._start_metrics(nursery)
                 logger.info("josefk broker %d serving on %s (advertised %s:%d)", self.node_id,
                             ", ".join(map(str, self.config.listeners)), *self.advertised_endpoint())
                 task_status.started(self)
         finally:
+            self._nursery = None
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.shutdown)
                 if self.cluster is not None:
                     await self.cluster.stop()
+
+    async def _start_metrics(self, nursery: trio.Nursery) -> None:
+        """Serve /metrics (and the console) on metrics.listener or metrics.port."""
+        from josefk.server.metrics.http import metrics_endpoint
+        from josefk.server.metrics.service import serve_metrics
+
+        assert self.metrics is not None
+        endpoint = metrics_endpoint(self.config.values, self.config.listeners[0].host)
+        assert endpoint is not None
+        self.metrics_address = await nursery.start(serve_metrics, self, self.metrics,
+                                                   *endpoint)
 
     async def controlled_shutdown(self) -> None:
         """Before a clean stop: move this broker's leaderships elsewhere (a cluster)."""
@@ -546,9 +604,14 @@ class Broker:
     async def _serve_connection(self, stream: trio.SocketStream, listener: str,
                                 ip: Any) -> None:
         assert self.quotas is not None
+        timer = None
+        if self.metrics is not None:
+            self.metrics.connection_created(listener)
+            timer = self.metrics.timer()  # in this connection's own task (its context)
         connection = Connection(stream, self.dispatch, self.enabled,
                                 self.config.socket_request_max_bytes, self.idle_connections,
-                                self._receive_buffer, self.listener_security[listener])
+                                self._receive_buffer, self.listener_security[listener],
+                                observer=timer)
         self.connection_listeners[connection] = listener
         try:
             await connection.serve()
@@ -591,7 +654,10 @@ class Broker:
 
     async def _flush_due_logs(self) -> None:
         for log in self.log_manager.logs_needing_flush():
+            started = trio.current_time()
             await trio.to_thread.run_sync(log.flush_due)
+            if self.metrics is not None:
+                self.metrics.flushed(trio.current_time() - started)
 
     async def _enforce_retention(self) -> None:
         starts = {key: p.log.log_start_offset for key, p in self.partitions.items()}

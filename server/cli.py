@@ -25,10 +25,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dump.add_argument("paths", nargs="+", metavar="PATH", help=".log, .index or .timeindex files")
     dump.add_argument("--print-records", action="store_true", help="also print every record")
+    from josefk.server.admin.commands import COMMANDS
+
+    for name, text in COMMANDS.items():  # their arguments are built only when one runs
+        commands.add_parser(name, help=text, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    from josefk.server.admin.commands import COMMANDS
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in COMMANDS:
+        from josefk.server.admin.commands import main as admin
+
+        return admin(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "dump-log":
@@ -62,14 +73,17 @@ def serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"josefk: {e}", file=sys.stderr)
         return 2
-    from josefk.cluster.controller.membership import BrokerIdInUseError
-    from josefk.server.control.zk_bridge import ZooKeeperUnavailableError
+    fatal_types: tuple[type[Exception], ...] = (ConfigError,)
+    if config.zookeeper_connect:  # a single broker imports neither kazoo nor the controller
+        from josefk.cluster.controller.membership import BrokerIdInUseError
+        from josefk.server.control.zk_bridge import ZooKeeperUnavailableError
 
+        fatal_types += (BrokerIdInUseError, ZooKeeperUnavailableError)
     raise_fd_limit()
     fatal: list[BaseException] = []
     try:
         trio.run(_run, Broker(config))
-    except* (BrokerIdInUseError, ZooKeeperUnavailableError, ConfigError) as group:
+    except* fatal_types as group:
         fatal.extend(_leaves(group))
     for error in fatal:
         logging.getLogger("josefk").error("fatal: %s", error)

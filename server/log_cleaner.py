@@ -19,6 +19,7 @@ import trio
 from josefk.log.cleaner.cleaner import (
     BYTES_PER_ENTRY,
     Cleaner,
+    CleanerStats,
     CleaningAbortedError,
     CleaningPlan,
     OffsetMap,
@@ -27,6 +28,7 @@ from josefk.log.cleaner.cleaner import (
 )
 from josefk.log.cleaner.manager import LogCleanerManager
 from josefk.log.cleaner.swap import CleanedSegmentWriter
+from josefk.log.clock import now_ms
 from josefk.log.manager import write_checkpoints
 
 if TYPE_CHECKING:
@@ -49,6 +51,10 @@ class LogCleanerService:
         self.throttler = Throttler(values["log.cleaner.io.max.bytes.per.second"])
         self.manager = LogCleanerManager(broker.log_manager)
         self.passes = 0
+        # For the metrics: the last pass's figures and the bytes of every pass.
+        self.last_stats: CleanerStats | None = None
+        self.bytes_read = 0
+        self.bytes_written = 0
 
     def startup(self) -> None:
         """After the logs load: read each log dir's ``cleaner-offset-checkpoint``."""
@@ -103,7 +109,18 @@ class LogCleanerService:
             logger.exception("cleaning %s failed; it is left alone until a restart", plan.name)
             return e
         logger.info("%s", stats.summary(plan.name))
+        self.last_stats = stats
+        self.bytes_read += stats.bytes_read
+        self.bytes_written += stats.bytes_written
         return end_offset
+
+    def max_dirty_ratio(self) -> float:
+        """The highest dirty ratio over the compacted logs (Kafka's max-dirty-percent)."""
+        now = now_ms()
+        ratios = [self.manager.cleanable(tp, log, now).cleanable_ratio
+                  for tp, log in list(self.manager.log_manager.logs.items())
+                  if log.config.compact and len(log.segments) > 1]
+        return max(ratios, default=0.0)
 
 
 async def _abort_when_cancelled(plan: CleaningPlan) -> None:

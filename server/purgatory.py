@@ -12,6 +12,8 @@ from collections.abc import Callable, Hashable, Iterable
 
 import trio
 
+from josefk.server.metrics.recorder import wait_ended, wait_started
+
 
 def follower_key(topic: str, index: int) -> tuple[str, str, int]:
     """What followers' fetches watch: new records only, not high watermark moves."""
@@ -63,10 +65,12 @@ class Purgatory:
         keys = list(keys)
         for key in keys:
             self._watchers[key].add(waiter)
+        started = wait_started()
         try:
             with trio.move_on_after(timeout_s):
                 await waiter.event.wait()
         finally:
+            wait_ended(started)  # the request's remote time (its metrics)
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:

@@ -34,7 +34,7 @@ def test_import_contracts_are_kept() -> None:
     assert "0 broken" in output, output
 
 
-CODE_FOLDERS = ("protocol", "server", "log", "cluster")
+CODE_FOLDERS = ("protocol", "server", "log", "cluster", "testing")
 MAX_MODULES = 16  # a folder with more holds more than one subsystem: make packages
 
 

@@ -13,6 +13,7 @@ and another broker can win, so two controllers never act at the same time.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable
@@ -65,6 +66,18 @@ async def ensure_cluster_id(zk: ZooKeeper, proposed: str) -> str:
 async def create_top_level_paths(zk: ZooKeeper) -> None:
     for path in zn.PERSISTENT_PATHS:
         await zk.ensure_path(path)
+    await _repair_empty_producer_id_block(zk)
+
+
+async def _repair_empty_producer_id_block(zk: ZooKeeper) -> None:
+    """Null the empty ``/latest_producer_id_block`` of a cluster created by an older josefk
+    (kazoo's default value), which a Kafka controller fails to parse. Only while it is
+    unwritten (version 0), and conditional on that, so a block allocated meanwhile stays."""
+    data, stat = await zk.get(zn.PRODUCER_ID_BLOCK)
+    if data or stat.version != 0:
+        return
+    with contextlib.suppress(BadVersionError, NoNodeError):
+        await zk.set(zn.PRODUCER_ID_BLOCK, None, version=0)
 
 
 class Membership:

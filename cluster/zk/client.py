@@ -81,7 +81,7 @@ class Create:
     """Multi-op: create ``path`` with ``data``."""
 
     path: str
-    data: bytes = b""
+    data: bytes | None = None
     ephemeral: bool = False
 
 
@@ -111,12 +111,15 @@ class ZooKeeper(Protocol):
     @property
     def session_id(self) -> int: ...
 
-    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+    async def create(self, path: str, data: bytes | None = None, *, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:
-        """Create a znode; returns its path (with the sequence suffix, if any)."""
+        """Create a znode; returns its path (with the sequence suffix, if any). ``None``
+        is ZooKeeper's null value, what Kafka writes to a path without data (its parsers
+        read an empty value as data to parse); parents made by ``makepath`` get it too."""
 
     async def ensure_path(self, path: str) -> None:
-        """Create ``path`` and its parents if missing (persistent, empty)."""
+        """Create ``path`` and its parents if missing (persistent, null data, as Kafka's
+        ``createRecursive``)."""
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Stat]: ...
 
@@ -124,7 +127,7 @@ class ZooKeeper(Protocol):
 
     async def get_children(self, path: str, watch: Watch | None = None) -> list[str]: ...
 
-    async def set(self, path: str, data: bytes, version: int = -1) -> Stat: ...
+    async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat: ...
 
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None: ...
 

@@ -99,12 +99,14 @@ def zookeeper(
 
 
 def cluster_fixture(
-    kinds: Callable[[pytest.Config], dict[int, str]], doc: str
+    kinds: Callable[[pytest.Config], dict[int, str]], doc: str,
+    broker_config: dict[str, str] | None = None,
 ) -> Callable[..., Iterator[Cluster]]:
     """A module-scoped ``cluster`` fixture: the brokers ``kinds(config)`` names.
 
-    ``kinds`` maps broker ids to "kafka" or "josefk"; the brokers run on the
-    session's ZooKeeper and are killed after the module.
+    ``kinds`` maps broker ids to "kafka" or "josefk"; ``broker_config`` adds Kafka keys
+    to every broker. The brokers run on the session's ZooKeeper and are killed after the
+    module.
     """
 
     def fixture(
@@ -118,7 +120,8 @@ def cluster_fixture(
         timeout = config.getoption("broker_start_timeout") or max(
             CLUSTER_START_TIMEOUT[k] for k in chosen.values()
         )
-        cluster = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), chosen, timeout)
+        cluster = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), chosen, timeout,
+                          config=broker_config)
         try:
             cluster.start()
             yield cluster

@@ -29,6 +29,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
@@ -120,6 +121,18 @@ class MetadataView:
     def leaders(self, topic: str) -> dict[int, int]:
         """Partition -> leader id."""
         return {p: view.leader for p, view in self.topics[topic].partitions.items()}
+
+
+def coordinator_of(cluster: Cluster, key: str, key_type: int = 0) -> int | None:
+    """The coordinator of a group (``key_type`` 0) or a transactional id (1), as the first
+    running broker that knows answers."""
+    for b in cluster.running():
+        with RawConnection(b.bootstrap, timeout=5.0) as conn:
+            version = conn.pick_version(FindCoordinatorRequest, 1, 3)
+            response = conn.request(FindCoordinatorRequest(key=key, key_type=key_type), version)
+        if response.error_code == 0:
+            return response.node_id
+    return None
 
 
 def zk_topic_id(topic_id: uuid.UUID | None) -> str:

@@ -7,10 +7,21 @@ against josefk (it needs josefk brokers) and Kafka 3.9's jars.
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from kafka.protocol.producer import InitProducerIdRequest
+
+from ..rawkafka import RawConnection
 from .conftest import cluster_fixture
-from .harness import FAILOVER_TIMEOUT, Cluster, partition_state, wait_until
+from .harness import (
+    CLUSTER_START_TIMEOUT,
+    FAILOVER_TIMEOUT,
+    Cluster,
+    ZooKeeperServer,
+    partition_state,
+    wait_until,
+)
 from .test_produce_consume import check_partitions, produce_keyed, wait_replicas_identical
 
 pytestmark = [
@@ -67,3 +78,28 @@ def test_leadership_moves_between_kinds(cluster: Cluster, topic: str) -> None:
     check_partitions(
         cluster, topic, {p: before.get(p, []) + after.get(p, []) for p in range(3)}
     )
+
+
+def test_a_kafka_controller_allocates_producer_ids_in_paths_josefk_created(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """josefk used to create the top-level znodes with empty values where Kafka writes
+    null ones; a Kafka controller then failed to parse ``/latest_producer_id_block`` and
+    answered every AllocateProducerIds with UNKNOWN_SERVER_ERROR, so the first block of
+    the cluster could never be handed out (issue 32)."""
+    fresh = Cluster(zookeeper, tmp_path, {1: "kafka", 2: "josefk"},
+                    CLUSTER_START_TIMEOUT["kafka"])
+    try:
+        fresh[2].start()  # alone: josefk creates the paths and is the controller
+        assert fresh.controller_id() == 2
+        fresh[2].terminate()
+        fresh[1].start()
+        wait_until(lambda: fresh.controller_id() == 1, FAILOVER_TIMEOUT, "Kafka as controller")
+        fresh[2].start()
+        with RawConnection(fresh[2].bootstrap, timeout=30) as conn:
+            version = conn.pick_version(InitProducerIdRequest, 0, 4)
+            answer = conn.request(InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=60_000), version)
+        assert answer.error_code == 0 and answer.producer_id >= 0, answer
+        assert fresh.zk.get("/latest_producer_id_block")[0], "the block Kafka allocated"
+    finally:
+        fresh.stop()

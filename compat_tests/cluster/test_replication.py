@@ -27,7 +27,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +36,20 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource
 from kafka.errors import NotEnoughReplicasError
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import OffsetAndMetadata
 
 from ..clients import Got, Rec, confluent_consumer, kafka_python_consume, kafka_python_poll, produce
 from ..rawkafka import RawConnection
-from .conftest import need_jars, target
+from .conftest import cluster_fixture, target
 from .harness import (
     BROKER_IDS,
-    CLUSTER_START_TIMEOUT,
     KAFKA39_LIBS,
     KAFKA39_RUN_CLASS,
     Cluster,
     ClusterBroker,
-    ZooKeeperServer,
+    coordinator_of,
     metadata,
     partition_state,
     wait_until,
@@ -73,23 +71,9 @@ ISR_SHRINK_TIMEOUT = REPLICA_LAG_MS / 1000 * 1.5 + 10
 IN_SYNC_TIMEOUT = 60.0
 
 
-@pytest.fixture(scope="module", name="cluster")
-def replication_cluster(
-    request: pytest.FixtureRequest,
-    zookeeper: ZooKeeperServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Cluster]:
-    """Three brokers of the target kind with this module's CONFIG."""
-    kind = target(request.config)
-    need_jars(request.config, kafka=kind == "kafka")
-    timeout = request.config.getoption("broker_start_timeout") or CLUSTER_START_TIMEOUT[kind]
-    cluster = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"),
-                      dict.fromkeys(BROKER_IDS, kind), timeout, config=CONFIG)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
+cluster = cluster_fixture(
+    lambda config: dict.fromkeys(BROKER_IDS, target(config)),
+    "Three brokers of the target kind with this module's CONFIG.", CONFIG)
 
 
 # --- helpers --------------------------------------------------------------------
@@ -678,17 +662,6 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def coordinator_of(cluster: Cluster, group: str) -> int | None:
-    """The coordinator of ``group`` as the first running broker that knows answers."""
-    for b in cluster.running():
-        with RawConnection(b.bootstrap, timeout=5.0) as conn:
-            version = conn.pick_version(FindCoordinatorRequest, 1, 3)
-            response = conn.request(FindCoordinatorRequest(key=group, key_type=0), version)
-        if response.error_code == 0:
-            return response.node_id
-    return None
-
-
 def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(
     cluster: Cluster, topic: str
 ) -> None:
@@ -763,3 +736,52 @@ def test_group_resumes_from_committed_offsets_after_coordinator_sigkill(
         assert mine == [(o, f"p{p}-{o:04d}".encode()) for o in range(committed[p], per_partition)
                         ], (p, mine[:5], errors[:5])
     assert len(got2) == expected
+
+
+def test_delete_records_reaches_the_followers(cluster: Cluster, topic: str) -> None:
+    """A follower takes the leader's log start offset from every fetch answer, so records
+    deleted with DeleteRecords stay deleted when a follower becomes the leader."""
+    leader_id, *followers = BROKER_IDS
+    cluster.create_topic(topic, assignments={0: [leader_id, *followers]})
+    assert produce_to(cluster[leader_id], topic, [b"v%d" % i for i in range(10)], -1) == 0
+    tp = TopicPartition(topic, 0)
+    with cluster.admin() as admin:
+        result = admin.delete_records({tp: 4}, timeout_ms=15_000)
+    assert result[tp]["error_code"] == 0 and result[tp]["low_watermark"] == 4, result
+    # acks=all: both followers fetch these, in answers that carry the new log start.
+    assert produce_to(cluster[leader_id], topic, [b"after"], -1) == 10
+    cluster[leader_id].kill()
+    wait_until(lambda: partition_state(cluster.zk, topic, 0)["leader"] in followers,
+               FAILOVER_TIMEOUT, f"a new leader of {topic}-0")
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap)
+    try:
+        assert consumer.beginning_offsets([tp], timeout_ms=15_000) == {tp: 4}
+    finally:
+        consumer.close()
+    cluster[leader_id].start_after_crash()
+
+
+def test_high_watermark_holds_while_the_isr_is_below_min_insync(cluster: Cluster,
+                                                                 topic: str) -> None:
+    """Kafka's leader does not advance the high watermark while its ISR is smaller than
+    ``min.insync.replicas`` (Partition.maybeIncrementLeaderHW, KIP-966): records written
+    with acks=1 meanwhile are invisible until enough replicas have them."""
+    leader_id = cluster.controller_id()  # pausing the followers leaves the controller up
+    followers = others(leader_id)
+    cluster.create_topic(topic, configs={"min.insync.replicas": "2"},
+                         assignments={0: [leader_id, *followers]})
+    assert produce_to(cluster[leader_id], topic, [b"in sync"], -1) == 0
+    for follower in followers:
+        cluster[follower].pause()
+    try:
+        wait_isr(cluster, topic, [leader_id], ISR_SHRINK_TIMEOUT)
+        wait_until(lambda: high_watermark(cluster, topic) == 1, 10, "the leader's HW")
+        assert produce_to(cluster[leader_id], topic, [b"alone"], 1) == 1
+        time.sleep(1.0)
+        assert high_watermark(cluster, topic) == 1, "HW moved with one replica in sync"
+    finally:
+        for follower in followers:
+            cluster[follower].resume()
+    wait_isr(cluster, topic, BROKER_IDS, IN_SYNC_TIMEOUT)
+    wait_until(lambda: high_watermark(cluster, topic) == 2, 30, "the HW once back in sync")
+    assert [r.value for r in read_all(cluster, topic)] == [b"in sync", b"alone"]

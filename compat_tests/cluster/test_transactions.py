@@ -18,12 +18,11 @@ import uuid
 
 import confluent_kafka
 import pytest
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.record.memory_records import MemoryRecords
 
 from ..clients import confluent_consumer, confluent_poll
 from ..rawkafka import RawConnection
-from .harness import Cluster, wait_until
+from .harness import Cluster, coordinator_of, wait_until
 
 TXN_TIMEOUT = 60.0
 # Partition p led by broker p + 1: markers go to all three brokers.
@@ -108,15 +107,7 @@ def control_batches(cluster: Cluster, topic: str, partition: int) -> list[int]:
 
 
 def transaction_coordinator(cluster: Cluster, transactional_id: str) -> int | None:
-    """The coordinator of ``transactional_id`` as the first running broker answers."""
-    for b in cluster.running():
-        with RawConnection(b.bootstrap, timeout=5.0) as conn:
-            version = conn.pick_version(FindCoordinatorRequest, 1, 3)
-            response = conn.request(
-                FindCoordinatorRequest(key=transactional_id, key_type=TRANSACTION_KEY), version)
-        if response.error_code == 0:
-            return response.node_id
-    return None
+    return coordinator_of(cluster, transactional_id, TRANSACTION_KEY)
 
 
 def new_txn_id() -> str:
@@ -201,3 +192,40 @@ def test_hanging_transaction_is_aborted(cluster: Cluster, topic: str) -> None:
     assert read_all(cluster, topic, "read_committed", 0, timeout=1.0) == set()
     for partition in PARTITIONS:
         assert control_batches(cluster, topic, partition) == [1], partition
+
+
+def test_offsets_sent_to_a_transaction_on_another_brokers_group_coordinator(
+        cluster: Cluster, topic: str) -> None:
+    """Consume-transform-produce where the group's coordinator is not the transaction's:
+    the offsets TxnOffsetCommit wrote become the group's committed offsets with the
+    commit marker the transaction coordinator sends there, never with an abort."""
+    cluster.create_topic(topic, assignments=ASSIGNMENTS)
+    txn_id = new_txn_id()
+    txn_coordinator = wait_until(lambda: transaction_coordinator(cluster, txn_id), 30,
+                                 "a transaction coordinator")
+    group = next(g for g in (f"cluster-txn-group-{i}" for i in range(200))
+                 if wait_until(lambda g=g: coordinator_of(cluster, g), 30,
+                               "a group coordinator") != txn_coordinator)
+    consumer = confluent_consumer(cluster.bootstrap, **{"group.id": group})
+    p = txn_producer(cluster, txn_id)
+    try:
+        tp = confluent_kafka.TopicPartition
+
+        def committed() -> int:
+            [got] = consumer.committed([tp(topic, 0)], timeout=15)
+            return got.offset
+
+        p.begin_transaction()
+        send(p, topic, "aborted")
+        p.send_offsets_to_transaction([tp(topic, 0, 5)], consumer.consumer_group_metadata(),
+                                      TXN_TIMEOUT)
+        p.abort_transaction(TXN_TIMEOUT)
+        assert committed() < 0, "an aborted transaction's offsets stay uncommitted"
+        p.begin_transaction()
+        send(p, topic, "committed")
+        p.send_offsets_to_transaction([tp(topic, 0, 7)], consumer.consumer_group_metadata(),
+                                      TXN_TIMEOUT)
+        p.commit_transaction(TXN_TIMEOUT)
+        wait_until(lambda: committed() == 7, 30, f"group {group}'s offset of {topic}-0")
+    finally:
+        consumer.close()

@@ -52,13 +52,13 @@ from josefk.server.config.listeners import (
 from josefk.server.config.properties import load_properties
 from josefk.server.config.values import (
     INT32_MAX,
-    INTEGER,
     ConfigEntry,
     ConfigError,
     ConfigSource,
     ConfigSynonym,
     ConfigType,
     jtrim,
+    parse_java_int,
     parse_value,
     to_string,
 )
@@ -84,10 +84,11 @@ def parse_ip_overrides(raw: str) -> dict[str, int]:
             raise ConfigError(f"Error parsing configuration property '{key}': begin 0, "
                               f"end -1, length {len(entry)}", key, raw)
         host, count = jtrim(entry[:colon]), jtrim(entry[colon + 1:])
-        if not INTEGER.fullmatch(count) or not -(1 << 31) <= int(count) <= INT32_MAX:
+        limit = parse_java_int(count, -(1 << 31), INT32_MAX)
+        if limit is None:
             raise ConfigError(f"Invalid value {raw} for configuration {key}: "
                               f'For input string: "{count}"', key, raw)
-        result[host] = int(count)
+        result[host] = limit
     invalid = [host for host in result if not _VALID_HOST.fullmatch(host)]
     if invalid:
         raise ConfigError(f"{key} contains invalid addresses : {','.join(invalid)}", key, raw)

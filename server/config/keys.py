@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from josefk.server.config.listeners import SECURITY_PROTOCOLS
+from josefk.server.config.listeners import SECURITY_PROTOCOLS, parse_http_endpoint
 from josefk.server.config.values import INT32_MAX, INT64_MAX, ConfigType, Validator
 
 DEFAULT_HOST = "127.0.0.1"
@@ -52,6 +52,14 @@ def _each_one_of(*options: str) -> Validator:
 
 def _non_empty(v: list[str]) -> str | None:
     return None if v and all(v) else "must be a non-empty list of non-empty values"
+
+
+def _http_endpoint(v: str) -> str | None:
+    try:
+        parse_http_endpoint(v)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def _gzip_level(v: int) -> str | None:
@@ -275,6 +283,12 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("authorizer.class.name", STR, "", _one_of("", *AUTHORIZERS)),
     K("super.users", STR, None, doc="Principals allowed everything, separated by ';'."),
     K("allow.everyone.if.no.acl.found", BOOL, False),
+    # josefk only: Prometheus metrics and the console page over HTTP
+    K("metrics.port", INT, -1, _between(-1, 65535),
+      doc="josefk only: serve /metrics (Prometheus) and the console here; -1: off, 0: an "
+      "ephemeral port; bound on the host of the first listener."),
+    K("metrics.listener", STR, None, _http_endpoint,
+      doc="josefk only: http://host:port of /metrics and the console; overrides metrics.port."),
 )
 
 #: Every topic config Kafka 4.3 lists for DescribeConfigs(TOPIC), with the broker keys

@@ -49,6 +49,15 @@ def protocol_map(raw: str) -> dict[str, str]:
     return result
 
 
+def parse_http_endpoint(raw: str) -> tuple[str, int]:
+    """(host, port) of an ``http://host:port`` address (``metrics.listener``); the host may
+    be empty (every interface) or a bracketed IPv6 address; ValueError if malformed."""
+    m = re.fullmatch(r"http://(\[[0-9a-fA-F:.%]+\]|[^:/\[\]\s]*):(\d{1,5})/?", raw.strip())
+    if not m or int(m.group(2)) > 65535:
+        raise ValueError(f"{raw!r} is not http://host:port with a port in 0-65535")
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
 def parse_listeners(key: str, entries: list[str], protocols: dict[str, str]) -> list[Listener]:
     listeners: list[Listener] = []
     for entry in entries:

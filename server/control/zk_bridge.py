@@ -150,13 +150,29 @@ class KazooZooKeeper:
         except BaseException as e:
             raise translate(e) from e
 
-    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+    async def create(self, path: str, data: bytes | None = None, *, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:
+        # Not kazoo's makepath or ensure_path: they write empty values, not null ones.
+        try:
+            return await self._create(path, data, ephemeral=ephemeral, sequence=sequence)
+        except NoNodeError:
+            if not makepath:
+                raise
+        await self.ensure_path(path.rsplit("/", 1)[0])
+        return await self._create(path, data, ephemeral=ephemeral, sequence=sequence)
+
+    async def _create(self, path: str, data: bytes | None, *, ephemeral: bool = False,
+                      sequence: bool = False) -> str:
         return await self._call(self._client.create_async(
-            path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath))
+            path, data, ephemeral=ephemeral, sequence=sequence))
 
     async def ensure_path(self, path: str) -> None:
-        await self._call(self._client.ensure_path_async(path))
+        prefix = ""
+        for name in filter(None, path.split("/")):
+            prefix += "/" + name
+            if await self.exists(prefix) is None:
+                with contextlib.suppress(NodeExistsError):
+                    await self._create(prefix, None)
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Stat]:
         data, stat = await self._call(self._client.get_async(path, self._watch(watch)))
@@ -169,7 +185,7 @@ class KazooZooKeeper:
     async def get_children(self, path: str, watch: Watch | None = None) -> list[str]:
         return list(await self._call(self._client.get_children_async(path, self._watch(watch))))
 
-    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+    async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         return _stat(await self._call(self._client.set_async(path, data, version)))
 
     async def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:

@@ -3,14 +3,19 @@
 A handler is ``async def handle(broker, request) -> Response``: the fields of
 the response (a mapping kafka-python's response class takes as keywords, or a
 response object), ready frame parts (zero-copy fetch), or None for no response
-at all (acks=0).
+at all (acks=0). Each module maps the api keys it serves to its handlers in
+``HANDLERS``; `MODULES` names the module of every api key, so a module (and the
+kafka-python classes it uses) is imported on its api's first request, not at start-up.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
 from josefk.protocol.messages import Request
@@ -21,3 +26,46 @@ if TYPE_CHECKING:
 
 Response = Mapping[str, Any] | ApiMessage | Sequence[Part] | None
 Handler = Callable[["Broker", Request], Awaitable[Response]]
+
+_FAMILIES: dict[str, tuple[ApiKey, ...]] = {
+    "api_versions": (ApiKey.ApiVersions,),
+    "metadata": (ApiKey.Metadata,),
+    "produce": (ApiKey.Produce,),
+    "fetch": (ApiKey.Fetch,),
+    "list_offsets": (ApiKey.ListOffsets,),
+    "topics": (ApiKey.CreateTopics,),
+    "admin": (ApiKey.DeleteTopics, ApiKey.CreatePartitions, ApiKey.DescribeCluster,
+              ApiKey.DescribeTopicPartitions),
+    "configs": (ApiKey.DescribeConfigs, ApiKey.AlterConfigs, ApiKey.IncrementalAlterConfigs),
+    "records": (ApiKey.AlterReplicaLogDirs, ApiKey.DescribeLogDirs, ApiKey.DeleteRecords,
+                ApiKey.OffsetForLeaderEpoch),
+    "groups": (ApiKey.FindCoordinator, ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat,
+               ApiKey.LeaveGroup, ApiKey.DescribeGroups, ApiKey.ListGroups,
+               ApiKey.DeleteGroups),
+    "offsets": (ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.OffsetDelete),
+    "producers": (ApiKey.DescribeProducers,),
+    "controller_apis": (ApiKey.LeaderAndIsr, ApiKey.UpdateMetadata, ApiKey.StopReplica,
+                        ApiKey.ControlledShutdown, ApiKey.AlterPartition,
+                        ApiKey.AllocateProducerIds, ApiKey.ElectLeaders,
+                        ApiKey.AlterPartitionReassignments,
+                        ApiKey.ListPartitionReassignments),
+    "transactions": (ApiKey.InitProducerId, ApiKey.AddPartitionsToTxn, ApiKey.AddOffsetsToTxn,
+                     ApiKey.EndTxn, ApiKey.DescribeTransactions, ApiKey.ListTransactions,
+                     ApiKey.WriteTxnMarkers),
+    "txn_offsets": (ApiKey.TxnOffsetCommit,),
+    "security": (ApiKey.CreateAcls, ApiKey.DescribeAcls, ApiKey.DeleteAcls,
+                 ApiKey.SaslHandshake, ApiKey.SaslAuthenticate,
+                 ApiKey.DescribeUserScramCredentials, ApiKey.AlterUserScramCredentials),
+}
+#: Api key -> the module of this package that handles it.
+MODULES: Mapping[int, str] = {int(key): module for module, keys in _FAMILIES.items()
+                              for key in keys}
+#: Served only in a cluster (zookeeper.connect set).
+CLUSTER_ONLY_KEYS = frozenset(int(key) for key in _FAMILIES["controller_apis"])
+
+
+@functools.cache
+def handler(api_key: int) -> Handler:
+    """The handler of ``api_key``, importing its module the first time."""
+    module = importlib.import_module(f"{__name__}.{MODULES[api_key]}")
+    return module.HANDLERS[api_key]

@@ -11,12 +11,14 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import (
+from kafka.protocol.admin.cluster import (
     AlterReplicaLogDirsResponse,
-    CreatePartitionsResponse,
-    DeleteTopicsResponse,
     DescribeClusterResponse,
     DescribeLogDirsResponse,
+)
+from kafka.protocol.admin.topics import (
+    CreatePartitionsResponse,
+    DeleteTopicsResponse,
     DescribeTopicPartitionsResponse,
 )
 from kafka.protocol.api_key import ApiKey

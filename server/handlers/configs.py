@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import (
+from kafka.protocol.admin.configs import (
     AlterConfigsResponse,
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,

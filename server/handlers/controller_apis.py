@@ -9,16 +9,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import (
+from kafka.protocol.admin.topics import (
     AlterPartitionReassignmentsResponse,
     ElectLeadersResponse,
     ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.api_key import ApiKey
 
-from josefk.cluster.controller.controller import Controller, ControllerMovedError
-from josefk.cluster.controller.isr import AlterIsr
-from josefk.cluster.metadata.requests import ControllerResponse
 from josefk.cluster.security.acls import AclOperation
 from josefk.protocol.controller_messages import (
     AlterPartitionResponse,
@@ -27,15 +24,14 @@ from josefk.protocol.controller_messages import (
     StopReplicaResponse,
 )
 from josefk.protocol.error_codes import CLUSTER_AUTHORIZATION_FAILED, NONE, NOT_CONTROLLER
-from josefk.server.control.wire import (
-    decode_leader_and_isr,
-    decode_stop_replica,
-    decode_update_metadata,
-)
 from josefk.server.handlers import Response
 from josefk.server.security.checks import ERROR_MESSAGES
 
+# The controller's code and the wire of its requests are imported by the handlers: a single
+# broker (no zookeeper.connect) serves none of these APIs and never imports them.
 if TYPE_CHECKING:
+    from josefk.cluster.controller.controller import Controller
+    from josefk.cluster.metadata.requests import ControllerResponse
     from josefk.protocol.messages import Request
     from josefk.server.broker import Broker
 
@@ -56,12 +52,16 @@ def _refused(broker: Broker, operation: AclOperation = AclOperation.CLUSTER_ACTI
 
 def _all_refused(partitions: Iterable[tuple[str, int]]) -> ControllerResponse:
     """The request's error response: the error at the top and for every partition."""
+    from josefk.cluster.metadata.requests import ControllerResponse
+
     return ControllerResponse(CLUSTER_AUTHORIZATION_FAILED,
                               dict.fromkeys(partitions, CLUSTER_AUTHORIZATION_FAILED))
 
 
 async def handle_leader_and_isr(broker: Broker, request: Request) -> Response:
     assert broker.cluster is not None
+    from josefk.server.control.wire import decode_leader_and_isr
+
     req = decode_leader_and_isr(request.body)
     result = (_all_refused((p.topic, p.partition) for p in req.partitions) if _refused(broker)
               else await broker.cluster.leader_and_isr(req))
@@ -83,12 +83,16 @@ async def handle_update_metadata(broker: Broker, request: Request) -> Response:
     assert broker.cluster is not None
     if _refused(broker):
         return {"error_code": CLUSTER_AUTHORIZATION_FAILED}
+    from josefk.server.control.wire import decode_update_metadata
+
     result = await broker.cluster.update_metadata(decode_update_metadata(request.body))
     return {"error_code": result.error_code}
 
 
 async def handle_stop_replica(broker: Broker, request: Request) -> Response:
     assert broker.cluster is not None
+    from josefk.server.control.wire import decode_stop_replica
+
     req = decode_stop_replica(request.body)
     result = (_all_refused((p.topic, p.partition) for p in req.partitions) if _refused(broker)
               else await broker.cluster.stop_replica(req))
@@ -103,6 +107,8 @@ async def _on_controller(broker: Broker, work: Callable[[Controller], Awaitable[
     controller = broker.cluster.controller if broker.cluster is not None else None
     if controller is None:
         return None
+    from josefk.cluster.controller.controller import ControllerMovedError
+
     try:
         return await controller.call(lambda: work(controller))
     except ControllerMovedError:
@@ -129,6 +135,8 @@ async def handle_alter_partition(broker: Broker, request: Request) -> Response:
     version = request.api_version
 
     async def work(c: Controller) -> list[Any]:
+        from josefk.cluster.controller.isr import AlterIsr
+
         names = {topic_id: name for name, topic_id in c.ctx.topic_ids.items()}
         topic_names = [t.topic_name if version < 2 else names.get(t.topic_id, "")
                        for t in body.topics]

@@ -49,6 +49,7 @@ from josefk.server.security.checks import refuse_fetch
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
+    from josefk.server.metrics.recorder import Recorder
 
 #: Record slices up to this size are read into the response, larger ones sent with sendfile.
 COPY_MAX = 64 * 1024
@@ -136,6 +137,8 @@ async def handle(broker: Broker, request: Request) -> Response:
             reads, total = read_all()
             if not fired:
                 break
+    if broker.metrics is not None:
+        _measure(broker.metrics, request, reads + refused)
     return _encode(request, reads + refused if refused else reads)
 
 
@@ -238,8 +241,23 @@ async def _fetch_in_session(broker: Broker, request: Request, session: FetchSess
         by_tp = {(r.topic, r.index): r for r in reads}
         by_tp.update({(r.topic, r.index): r for r in fresh})
         reads = list(by_tp.values())
-    return _encode(request, _answer_in_session(broker, session, reads, replica),
-                   session.session_id)
+    answer = _answer_in_session(broker, session, reads, replica)
+    if broker.metrics is not None:
+        _measure(broker.metrics, request, answer)
+    return _encode(request, answer, session.session_id)
+
+
+def _measure(metrics: Recorder, request: Request, reads: list[PartitionRead]) -> None:
+    """Bytes out per topic (to consumers; to followers apart, as Kafka's replication
+    bytes out) and error codes, for the broker's metrics."""
+    name = metrics.name(request)
+    follower = name == "FetchFollower"
+    for r in reads:
+        if r.error_code:
+            metrics.error(name, r.error_code)
+        size = r.region.length if r.region is not None else len(r.records or b"")
+        if size and r.topic is not None:
+            metrics.fetched(r.topic, size, follower)
 
 
 def _session_reads(session: FetchSession, tps: set[TP]) -> list[PartitionRead]:

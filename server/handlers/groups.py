@@ -6,7 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import kafka.errors
-from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.admin.groups import (
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    ListGroupsResponse,
+)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse
 from kafka.protocol.metadata import FindCoordinatorResponse

@@ -88,6 +88,11 @@ async def handle(broker: Broker, request: Request) -> Response:
         topics.append((topic_data.name, partitions))
     if waiting:
         await _until_replicated(broker, waiting, body.timeout_ms / 1000)
+    if failed and broker.metrics is not None:
+        for _, results in topics:
+            for result in results:
+                if result.error_code:
+                    broker.metrics.error("Produce", result.error_code)
     if body.acks == 0:
         if failed:
             # The producer reads no response; Kafka drops the connection so it
@@ -194,6 +199,8 @@ def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks
         if isinstance(e, RecordValidationError):
             result.record_errors = list(e.record_errors)
         return result, None
+    if broker.metrics is not None and not info.duplicate:
+        broker.metrics.produced(topic, len(records), info.last_offset - info.first_offset + 1)
     return (PartitionResult(index, NONE, info.first_offset, info.log_append_time,
                             info.log_start_offset), (partition, info.last_offset + 1))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import DescribeProducersResponse
+from kafka.protocol.admin.transactions import DescribeProducersResponse
 from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.security.acls import AclOperation, ResourceType

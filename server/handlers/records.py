@@ -9,11 +9,9 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import (
-    AlterReplicaLogDirsResponse,
-    DeleteRecordsResponse,
-    DescribeLogDirsResponse,
-)
+import trio
+from kafka.protocol.admin.cluster import AlterReplicaLogDirsResponse, DescribeLogDirsResponse
+from kafka.protocol.admin.topics import DeleteRecordsResponse
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
@@ -199,7 +197,7 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response
         return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "results": []}
     wanted = None if body.topics is None else {
         (t.topic, p) for t in body.topics for p in t.partitions}
-    broker.open_deferred_partitions()
+    await broker.open_deferred_partitions(wanted)
     manager = broker.log_manager
     results = []
     for log_dir in manager.log_dirs:
@@ -241,23 +239,31 @@ async def handle_alter_replica_log_dirs(broker: Broker, request: Request) -> Res
         for t in wanted.topics:
             for index in t.partitions:
                 by_topic.setdefault(t.name, []).append(ReplicaDirPartition(
-                    partition_index=index, error_code=_move_replica(
+                    partition_index=index, error_code=await _move_replica(
                         broker, t.name, index, target, wanted.path)
                     if allowed else CLUSTER_AUTHORIZATION_FAILED))
     return {"throttle_time_ms": 0, "results": [
         ReplicaDirTopic(topic_name=name, partitions=parts) for name, parts in by_topic.items()]}
 
 
-def _move_replica(broker: Broker, topic: str, index: int, target: Path | None, path: str
-                  ) -> int:
+async def _move_replica(broker: Broker, topic: str, index: int, target: Path | None,
+                        path: str) -> int:
     if target is None:
         logger.info("AlterReplicaLogDirs: %s is not one of log.dirs", path)
         return LOG_DIR_NOT_FOUND
     partition = broker.partition(topic, index)
     if partition is None:
         return REPLICA_NOT_AVAILABLE
+    manager = broker.log_manager
     try:
-        partition.log = broker.log_manager.move_log(topic, index, target)
+        if manager.needs_copy(topic, index, target):
+            # Across file systems the bulk is copied off the event loop while the log
+            # serves; the move itself then copies only what changed since the roll.
+            partition.log.roll()
+            await trio.to_thread.run_sync(manager.stage_move, topic, index, target)
+            if broker.partition(topic, index) is not partition:
+                return REPLICA_NOT_AVAILABLE
+        partition.log = manager.move_log(topic, index, target)
     except OSError as e:
         logger.error("AlterReplicaLogDirs: moving %s-%d to %s failed: %s", topic, index,
                      target, e)

@@ -10,11 +10,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import (
+from kafka.protocol.admin.acl import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
+from kafka.protocol.admin.users import (
     AlterUserScramCredentialsResponse,
-    CreateAclsResponse,
-    DeleteAclsResponse,
-    DescribeAclsResponse,
     DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.api_key import ApiKey

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin.topics import CreateTopicsResponse
 from kafka.protocol.api_key import ApiKey
 
 from josefk.cluster.metadata.errors import (

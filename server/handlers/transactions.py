@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
+from kafka.protocol.admin.transactions import DescribeTransactionsResponse, ListTransactionsResponse
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import AddPartitionsToTxnResponse, WriteTxnMarkersResponse
 

@@ -9,6 +9,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
+from typing import Protocol
 
 import trio
 
@@ -48,6 +49,19 @@ Dispatch = Callable[[Request], Awaitable[Sequence[Part] | None]]
 #: The peer host of the connection whose request is being handled (each connection
 #: runs in its own task, so its own context); Kafka reports it as ``/host``.
 client_host: ContextVar[str] = ContextVar("client_host", default="")
+
+
+class RequestObserver(Protocol):
+    """Told when a connection reads bytes, starts and finishes handling a request, and
+    has written its answers (the metrics' request timer)."""
+
+    def read(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def handled(self, request: Request) -> None: ...
+
+    def sent(self) -> None: ...
 
 
 class AuthenticationFailed(Exception):
@@ -112,8 +126,10 @@ class Connection:
     def __init__(self, stream: trio.SocketStream, dispatch: Dispatch, enabled: frozenset[int],
                  max_request_size: int, idle: IdleConnections,
                  scratch: bytearray | None = None,
-                 security: ListenerSecurity = PLAINTEXT) -> None:
+                 security: ListenerSecurity = PLAINTEXT,
+                 observer: RequestObserver | None = None) -> None:
         self.stream = stream
+        self.observer = observer
         self.security = security
         self.max_request_size = max_request_size
         self.authenticator: Authenticator | None = None
@@ -248,6 +264,8 @@ class Connection:
             target.release()
         if count is not None:
             self.decoder.received(count)
+            if self.observer is not None:
+                self.observer.read()
         return count
 
     async def _receive(self, wait_first: bool = False) -> int:
@@ -285,7 +303,13 @@ class Connection:
                 await self._answer(request, self._sasl(auth, request))
                 return
             auth.admit(request.api_key)
-        parts = await self.dispatch(request)
+        observer = self.observer
+        if observer is None:
+            parts = await self.dispatch(request)
+        else:
+            observer.start()
+            parts = await self.dispatch(request)
+            observer.handled(request)
         if parts is not None:
             await self._send(parts)
 
@@ -346,3 +370,5 @@ class Connection:
             if sent:
                 pending[0] = memoryview(pending[0])[sent:]
         await self.transport.drain()
+        if self.observer is not None:
+            self.observer.sent()

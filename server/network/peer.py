@@ -11,7 +11,6 @@ import struct
 from typing import Any
 
 import trio
-from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from josefk.server.security.client import PLAINTEXT_PEERS, PeerSecurity
 
@@ -74,6 +73,8 @@ class PeerConnection:
         client = self.security.sasl_client()
         if client is None:
             return
+        from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
         shake = await self._send_and_receive(
             SaslHandshakeRequest(mechanism=client.mechanism_name), 1)
         if shake.error_code:

@@ -381,7 +381,7 @@ class ReplicaFetcher:
             return
         try:
             records = whole_batches(bytes(data.records or b""))
-            partition.append_as_follower(records, data.high_watermark)
+            partition.append_as_follower(records, data.high_watermark, data.log_start_offset)
         except RecordBatchError as e:
             logger.error("broker %d: cannot append %s-%d from broker %d: %s",
                          self.host.node_id, partition.topic, partition.index, self.leader_id, e)
@@ -426,14 +426,19 @@ class IsrUpdates:
         self.max_lag_ms = host.config.replica_lag_time_max_ms
         self._queued: list[_Proposal] = []
         self._sending = False
+        # Kafka's IsrShrinksPerSec and IsrExpandsPerSec, read by the metrics.
+        self.shrinks = 0
+        self.expands = 0
 
     def maybe_expand(self, partition: Partition, replica: int) -> None:
         """``replica`` just fetched: propose it for the ISR if it has caught up."""
         if partition.pending_isr is not None or not partition.is_leader:
             return
         if partition.may_join_isr(replica):
-            self._propose(partition, sorted({*partition.isr, replica},
-                                            key=partition.replicas.index))
+            # In replica order; a broker a reassignment removed (still in the ISR the
+            # election wrote, until the controller takes it out) is left out.
+            members = {*partition.isr, replica}
+            self._propose(partition, [r for r in partition.replicas if r in members])
 
     async def shrink_forever(self) -> None:
         """Every half ``replica.lag.time.max.ms``, drop followers that fell behind."""
@@ -486,6 +491,11 @@ class IsrUpdates:
                         partition.topic, partition.index)
             return
         if answer.leader_epoch == partition.leader_epoch:
+            if len(answer.isr) != len(partition.isr):
+                if len(answer.isr) < len(partition.isr):
+                    self.shrinks += 1
+                else:
+                    self.expands += 1
             partition.isr = list(answer.isr)
             partition.partition_epoch = answer.partition_epoch
             logger.info("broker %d: ISR of %s-%d is now %s", self.host.node_id,

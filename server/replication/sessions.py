@@ -24,6 +24,7 @@ import trio
 
 from josefk.cluster.partition import FetchClock
 from josefk.protocol.error_codes import FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH
+from josefk.server.metrics.recorder import wait_ended, wait_started
 from josefk.server.purgatory import Purgatory, follower_key
 
 #: A session unused this long belongs to a follower that restarted or moved away (Kafka's
@@ -125,8 +126,10 @@ class FetchSession:
         """Partitions with new records (or a new leadership) since the last look, waiting
         up to ``timeout_s`` for one; they are read now, not at the next fetch."""
         if not self._woken:
+            started = wait_started()
             with trio.move_on_after(timeout_s):
                 await self._records.wait()
+            wait_ended(started)  # the request's remote time (its metrics)
         woken, self._woken = self._woken, set()
         self._records = trio.Event()
         self.dirty -= woken

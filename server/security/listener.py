@@ -14,7 +14,7 @@ from josefk.server.security.authentication import SaslConfig
 from josefk.server.security.jaas import JaasConfigError, parse_listener_jaas_config
 from josefk.server.security.mechanisms import MECHANISMS
 from josefk.server.security.plain import PLAIN, plain_users
-from josefk.server.security.principal import SslPrincipalMapper
+from josefk.server.security.principal import SslPrincipalMapper, x509_module
 from josefk.server.security.scram import CredentialLookup
 from josefk.server.security.tls import TlsConfigError, TlsSettings, server_context
 
@@ -59,6 +59,7 @@ def listener_security(config: BrokerConfig, listener: Listener,
             tls = server_context(tls_settings(config, name))
         except TlsConfigError as e:
             raise ConfigError(f"listener {name}: {e}", e.key, None) from e
+        x509_module()  # now, not during the first client certificate's handshake
     sasl = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         sasl = _sasl_config(config, name, scram_credentials)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from cryptography import x509
+from types import ModuleType
 
 ANONYMOUS = "User:ANONYMOUS"
 USER = "User:"
@@ -86,7 +85,15 @@ def _parse(rule: str) -> _Rule | None:
 def certificate_dn(der: bytes) -> str:
     """The subject of a DER certificate as Java's ``X500Principal.getName()`` writes it
     (RFC 2253: most specific RDN first, ``CN=...,OU=...,O=...``)."""
-    return x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    return x509_module().load_der_x509_certificate(der).subject.rfc4514_string()
+
+
+def x509_module() -> ModuleType:
+    """cryptography's ``x509``, imported on first use: only TLS listeners read certificates,
+    and it takes a tenth of a second to import (a TLS listener imports it before serving)."""
+    from cryptography import x509
+
+    return x509
 
 
 def ssl_principal(der: bytes | None, mapper: SslPrincipalMapper) -> str:

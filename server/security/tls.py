@@ -21,13 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.serialization import (
-    BestAvailableEncryption,
-    Encoding,
-    PrivateFormat,
-    pkcs12,
-)
-
 _VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
              "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
@@ -152,6 +145,14 @@ def _load_keystore(ctx: ssl.SSLContext, settings: TlsSettings) -> bool:
     if kind == "PEM":
         _load_chain(ctx, data, key_password)
         return True
+    # Only PKCS12 key stores need cryptography (a tenth of a second to import).
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        Encoding,
+        PrivateFormat,
+        pkcs12,
+    )
+
     store_password = settings.password("ssl.keystore.password")
     try:
         key, cert, extra = pkcs12.load_key_and_certificates(
@@ -183,6 +184,8 @@ def _load_truststore(ctx: ssl.SSLContext, settings: TlsSettings) -> bool:
     if kind == "PEM":
         _verify_pem(ctx, data.decode("ascii", "replace"), "ssl.truststore.location")
         return True
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
     password = settings.password("ssl.truststore.password")
     try:
         store = pkcs12.load_pkcs12(data, password.encode() if password else None)

@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import trio
-from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from josefk.cluster.coordinator.records import OFFSETS_TOPIC
 from josefk.cluster.coordinator.transaction.records import TopicPartition, partitions_by_topic
@@ -25,8 +24,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS_VERSION = 1
-Marker = WriteTxnMarkersRequest.WritableTxnMarker
-MarkerTopic = Marker.WritableTxnMarkerTopic
 
 
 async def wait_replicated(broker: Broker, partition: Partition, end_offset: int,
@@ -135,10 +132,14 @@ class MarkerChannel:
         peer = self._peers.get(leader, cluster.endpoint_of(leader) if cluster else None)
         if peer is None:
             return failed
-        request = WriteTxnMarkersRequest(markers=[Marker(
+        # A cluster's only: kafka-python's producer classes are imported on first use.
+        from kafka.protocol.producer import WriteTxnMarkersRequest
+
+        marker = WriteTxnMarkersRequest.WritableTxnMarker
+        request = WriteTxnMarkersRequest(markers=[marker(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             coordinator_epoch=coordinator_epoch,
-            topics=[MarkerTopic(name=t, partition_indexes=ps)
+            topics=[marker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in partitions_by_topic(tps).items()])])
         try:
             response = await peer.request(request, WRITE_TXN_MARKERS_VERSION)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kafka.protocol.producer import AddPartitionsToTxnRequest
-
 from josefk.cluster.coordinator.transaction.records import (
     TRANSACTION_STATE_TOPIC,
     TopicPartition,
@@ -40,8 +38,6 @@ ABORTABLE_TXN_OFFSET_COMMIT_VERSION = 4
 # which it retries without refreshing metadata.
 _RETRIABLE = {ec.CONCURRENT_TRANSACTIONS, NETWORK_EXCEPTION, ec.COORDINATOR_LOAD_IN_PROGRESS,
               ec.COORDINATOR_NOT_AVAILABLE, ec.NOT_COORDINATOR}
-Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
-Topic = Txn.AddPartitionsToTxnTopic
 
 
 def transactional_producer(records: bytes | None) -> tuple[int, int] | None:
@@ -150,10 +146,14 @@ class TxnVerifier:
         peer = self._peers.get(leader, cluster.endpoint_of(leader) if cluster else None)
         if peer is None:
             return failed
-        request = AddPartitionsToTxnRequest(transactions=[Txn(
+        # A cluster's only: kafka-python's producer classes are imported on first use.
+        from kafka.protocol.producer import AddPartitionsToTxnRequest
+
+        txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+        request = AddPartitionsToTxnRequest(transactions=[txn(
             transactional_id=transactional_id, producer_id=producer_id,
             producer_epoch=producer_epoch, verify_only=True,
-            topics=[Topic(name=t, partitions=ps)
+            topics=[txn.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in partitions_by_topic(partitions).items()])])
         try:
             response = await peer.request(request, VERIFY_VERSION)

@@ -302,8 +302,8 @@ class ModelPeer:
                 note("a fetch was answered with a diverging epoch")
             topics_.setdefault(r.topic or "", []).append(SimpleNamespace(
                 partition_index=r.index, error_code=r.error_code,
-                high_watermark=r.high_watermark, records=records,
-                diverging_epoch=SimpleNamespace(epoch=epoch, end_offset=end)))
+                high_watermark=r.high_watermark, log_start_offset=r.log_start_offset,
+                records=records, diverging_epoch=SimpleNamespace(epoch=epoch, end_offset=end)))
         # No fetch session (session id 0): the follower sends full requests.
         return SimpleNamespace(error_code=0, session_id=0, responses=[
             SimpleNamespace(topic=t, partitions=ps) for t, ps in topics_.items()])

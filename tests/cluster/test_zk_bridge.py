@@ -276,3 +276,52 @@ async def test_unavailable_within_connection_timeout_and_loop_stays_responsive()
     assert ticks >= 0.5 * elapsed / 0.02, (ticks, elapsed)
     with trio.fail_after(10):
         await zk.stop()
+
+
+async def test_paths_without_a_value_hold_null_data_as_kafkas(
+        zookeeper_server: ZooKeeperServer, zk_session: SessionFactory) -> None:
+    """Kafka's controller parses any value it finds in ``/latest_producer_id_block``: an
+    empty one (kazoo's default) made every AllocateProducerIds of a Kafka controller fail.
+    The top-level paths, ``makepath`` parents and value-less creates hold null data."""
+    from kazoo.client import KazooClient
+
+    from josefk.cluster.controller.membership import create_top_level_paths
+    from josefk.cluster.zk import znodes as zn
+
+    chroot = f"/null-{uuid.uuid4().hex}"
+    zk = await zk_session(f"{zookeeper_server.hosts}{chroot}")
+    with trio.fail_after(20):
+        await create_top_level_paths(zk)
+        await zk.create(zn.delete_topic_path("t"), makepath=True)
+        await zk.create("/x/y/z", b"value", makepath=True)
+
+    def raw_values() -> dict[str, bytes | None]:
+        client = KazooClient(hosts=zookeeper_server.hosts)
+        client.start(timeout=10)
+        try:
+            paths = [*zn.PERSISTENT_PATHS, zn.delete_topic_path("t"), "/x", "/x/y", "/x/y/z"]
+            return {path: client.get(chroot + path)[0] for path in paths}
+        finally:
+            client.stop()
+            client.close()
+
+    values = await trio.to_thread.run_sync(raw_values)
+    assert values.pop("/x/y/z") == b"value"
+    assert zn.PRODUCER_ID_BLOCK in values
+    assert values == dict.fromkeys(values, None)
+
+
+async def test_an_empty_producer_id_block_left_by_an_older_josefk_is_nulled(
+        zookeeper_server: ZooKeeperServer, zk_session: SessionFactory) -> None:
+    from josefk.cluster.controller.membership import create_top_level_paths
+    from josefk.cluster.zk import znodes as zn
+
+    zk = await zk_session(f"{zookeeper_server.hosts}/old-{uuid.uuid4().hex}")
+    with trio.fail_after(20):
+        await zk.create(zn.PRODUCER_ID_BLOCK, b"")
+        await create_top_level_paths(zk)
+        assert (await zk.exists(zn.PRODUCER_ID_BLOCK)).version == 1  # nulled once
+        await zk.set(zn.PRODUCER_ID_BLOCK, zn.encode_producer_id_block(1, 0, 999), version=1)
+        await create_top_level_paths(zk)
+        data, stat = await zk.get(zn.PRODUCER_ID_BLOCK)
+        assert stat.version == 2 and zn.decode_producer_id_block_end(data) == 999

@@ -190,11 +190,11 @@ def test_a_truncation_during_a_flush_keeps_the_recovery_point_below_new_appends(
     assert log.recovery_point == log.log_end_offset
 
 
-def test_a_flush_during_retention_starts_at_the_recovery_points_segment(
+def test_a_flush_waits_while_retention_changes_the_segment_list(
         make_log, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retention removes a segment from the list, then its base offset: a flush on a
-    worker thread in between must still fsync from the segment holding the recovery
-    point, not from the one after it."""
+    """Retention removes a segment from the list, then its base offset, under the flush
+    lock: a flush on a worker thread that starts in between waits until both agree, then
+    fsyncs from the segment holding the recovery point, not from the one after it."""
     log = make_log(segment_bytes=400)
     while len(log.segments) < 2:
         append(log, 2)
@@ -205,15 +205,23 @@ def test_a_flush_during_retention_starts_at_the_recovery_points_segment(
     unsynced = log.segments[1]
     assert log.rolled_to > log.recovery_point == unsynced.base_offset
     log.high_watermark = log.log_end_offset
+    flushers: list[threading.Thread] = []
+    waited: list[bool] = []
 
-    class Segments(list):  # the flush thread runs between the two removals
+    class Segments(list):  # the flush thread starts between the two removals
         def remove(self, segment: object) -> None:
             super().remove(segment)
-            log.flush_due()
+            flusher = threading.Thread(target=log.flush_due)
+            flusher.start()
+            flushers.append(flusher)
+            flusher.join(0.3)
+            waited.append(flusher.is_alive())
 
     log.segments = Segments(log.segments)
     synced = record_fsyncs(monkeypatch)
     log.delete_records(unsynced.base_offset)  # deletes the first segment
+    flushers[0].join(10)
+    assert waited == [True], "the flush ran while the segment list was half changed"
     assert log.segments[0] is unsynced
     assert log.recovery_point == log.rolled_to
     assert str(unsynced.log_path) in synced

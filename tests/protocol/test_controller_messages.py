@@ -245,13 +245,13 @@ def test_registered_with_kafka_3_9_ranges():
 
 
 def test_not_served_or_advertised_without_a_handler():
-    from josefk.server.broker import HANDLERS
+    from josefk.server.handlers import MODULES
 
     keys = {int(req.API_KEY) for req, _ in PAIRS}
-    enabled = enabled_api_keys(HANDLERS)
-    advertised = advertised_versions(HANDLERS)
+    enabled = enabled_api_keys(MODULES)
+    advertised = advertised_versions(MODULES)
     for key in keys:
-        assert (key in enabled) == (key in advertised) == (key in HANDLERS)
+        assert (key in enabled) == (key in advertised) == (key in MODULES)
     assert not keys & set(advertised_versions([]))
     message = StopReplicaRequest[4](controller_id=1)
     message.with_header(correlation_id=5, client_id="c")

@@ -639,3 +639,28 @@ async def test_kafka_python_admin(broker: Broker) -> None:
     assert {t["name"] for d in dirs["log_dirs"] for t in d["topics"]} == {"stock"}
     assert [t["error_code"] for t in out["topics"]["topics"]] == [0]
     assert broker.store.get("stock") is None
+
+
+async def test_describe_log_dirs_opens_deferred_logs_without_holding_the_loop(
+        broker: Broker) -> None:
+    """A topic's partitions are created lazily; DescribeLogDirs opens only those it is
+    asked about, a slice at a time, so thousands of them do not stall other clients."""
+    await broker.create_topic("asked", 2)
+    # (The broker's own opener runs only when every task waits: not before this call.)
+    await broker.open_deferred_partitions({("asked", 0)})
+    assert ("asked", 0) not in broker._unopened and ("asked", 1) in broker._unopened
+    await broker.create_topic("many", 300)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.sleep(0)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(tick)
+        await broker.open_deferred_partitions()
+        nursery.cancel_scope.cancel()
+    assert not broker._unopened
+    assert ticks > 1, "other tasks ran between slices"

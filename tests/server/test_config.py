@@ -796,7 +796,9 @@ JOSEFK_ONLY_KEYS = {"zookeeper.connect", "zookeeper.session.timeout.ms", "cluste
                     "leader.imbalance.per.broker.percentage",
                     # The authorizer's own configs (AclAuthorizer and StandardAuthorizer read
                     # them from the properties; KafkaConfig does not define them).
-                    "super.users", "allow.everyone.if.no.acl.found"}
+                    "super.users", "allow.everyone.if.no.acl.found",
+                    # josefk's Prometheus endpoint (Kafka has JMX).
+                    "metrics.port", "metrics.listener"}
 
 
 def test_broker_keys_match_kafka(kafka: dict[str, list[list[str]]]) -> None:

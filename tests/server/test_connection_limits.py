@@ -174,6 +174,8 @@ async def test_counts_return_to_zero(tmp_path: Path) -> None:
     ({"max.connections.per.ip.overrides": "a:1,,b:2"}, "begin 0, end -1, length 0"),
     ({"max.connections.per.ip.overrides": "127.0.0.1:many"}, 'For input string: "many"'),
     ({"max.connections.per.ip.overrides": "127.0.0.1:3000000000"}, "For input string"),
+    # More digits than Python's int() takes (4300): Kafka's message, not Python's error.
+    ({"max.connections.per.ip.overrides": "127.0.0.1:" + "9" * 5000}, "For input string"),
     ({"max.connections.per.ip.overrides": "bad host:1,ok:2,x/y:3"},
      "max.connections.per.ip.overrides contains invalid addresses : bad host,x/y"),
     ({"max.connections": "-1"}, "Value must be at least 0"),

@@ -136,3 +136,62 @@ async def test_an_answer_for_a_state_replaced_meanwhile_is_dropped(tmp_path: Pat
         release.set()
     assert partition.isr == [1] and partition.partition_epoch == 10
     partition.log.close()
+
+
+async def test_a_stopped_replica_stops_asking_for_its_isr_change(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """While the controller is unreachable an ISR change is asked again and again; once
+    StopReplica took the partition away, nothing is asked for it any more."""
+    sent: list[Any] = []
+    partition = led(tmp_path, "a", 0)
+
+    async def once(endpoint, name, timeout, request, version, what, security=None):  # type: ignore[no-untyped-def]
+        sent.append(request)
+        if len(sent) == 3:
+            partition.stop()
+        return None  # the controller does not answer
+
+    monkeypatch.setattr(replication.PeerConnection, "once", once)
+    monkeypatch.setattr(replication, "ALTER_PARTITION_RETRY_S", 0.01)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            updates = IsrUpdates(Host(), nursery, lambda: [partition])  # type: ignore[arg-type]
+            updates._propose(partition, [1, 2])
+    assert len(sent) == 3
+    assert partition.isr == [1, 2, 3] and not partition.is_leader
+    partition.log.close()
+
+
+async def test_stop_replica_stops_the_partition(broker) -> None:  # type: ignore[no-untyped-def]
+    await broker.create_topic("stopped", 1, 1)
+    partition = broker.partition("stopped", 0)
+    assert partition is not None and partition.is_leader
+    broker.stop_replica("stopped", 0, delete=False)
+    assert broker.partition("stopped", 0) is None and not partition.is_leader
+
+
+async def test_a_follower_joins_an_isr_holding_a_removed_replica(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    """A reassignment that moves the leader leaves the removed replica in the ISR until
+    the controller takes it out; a follower catching up meanwhile used to crash the ISR
+    ordering (ValueError) and drop its fetch connection."""
+    sent: list[Any] = []
+
+    async def once(endpoint, name, timeout, request, version, what, security=None):  # type: ignore[no-untyped-def]
+        sent.append(request)
+        return accepted(request)
+
+    monkeypatch.setattr(replication.PeerConnection, "once", once)
+    log = Log.open(tmp_path / "a-0")
+    partition = Partition(topic="a", index=0, topic_id=TOPIC_IDS["a"], log=log, node_id=1,
+                          replicas=[1, 2, 3], isr=[1, 4, 2], leader_epoch=4, leader=1,
+                          partition_epoch=9)
+    partition.record_follower_fetch(3, 0, 1_000)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            updates = IsrUpdates(Host(), nursery, lambda: [partition])  # type: ignore[arg-type]
+            updates.maybe_expand(partition, 3)
+    [[asked]] = [t.partitions for t in sent[0].topics]
+    assert asked.new_isr == [1, 2, 3]
+    assert partition.isr == [1, 2, 3]
+    log.close()

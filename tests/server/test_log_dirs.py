@@ -3,6 +3,10 @@ kafka-python's admin client against a broker running in-process with two log dir
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -94,3 +98,63 @@ async def test_unknown_log_dir_and_missing_replica(broker: Broker, tmp_path: Pat
     missing = TopicPartitionReplica("here", 7, broker.node_id)
     result = await trio.to_thread.run_sync(alter, broker, {missing: target})
     assert result == {missing: ReplicaNotAvailableError}
+
+
+@pytest.fixture
+async def two_filesystems(tmp_path: Path) -> AsyncIterator[Broker]:
+    """A broker whose second log dir is on tmpfs (/dev/shm), another file system."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("no second file system (/dev/shm) to move a log across")
+    other = Path(tempfile.mkdtemp(prefix="josefk-test-", dir=shm))
+    dirs = f"{tmp_path / 'a'},{other}"
+    config = load_config(None, {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": dirs})
+    try:
+        async with trio.open_nursery() as nursery:
+            yield await nursery.start(Broker(config).serve)
+            nursery.cancel_scope.cancel()
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+
+
+async def test_a_move_across_file_systems_copies_off_the_event_loop(
+        two_filesystems: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bulk of the copy runs in a worker thread while the log serves; only what
+    changed meanwhile is copied on the event loop, and appends acknowledged during the
+    move all read back afterwards."""
+    broker = two_filesystems
+    await broker.create_topic("far", 1, 1)
+    bulk = [b"%06d" % i + b"x" * 4000 for i in range(4000)]  # about 16 MB to copy
+    await trio.to_thread.run_sync(produce, broker, "far", bulk)
+    source = broker.log_manager.dir_of("far", 0)
+    [target] = [d for d in broker.log_manager.log_dirs if d != source]
+    assert broker.log_manager.needs_copy("far", 0, target)
+    replica = TopicPartitionReplica("far", 0, broker.node_id)
+    copied = {"loop": 0, "worker": 0}
+    copy2 = shutil.copy2
+
+    def counting_copy2(src: str, dst: object) -> object:
+        where = "loop" if threading.current_thread() is threading.main_thread() else "worker"
+        copied[where] += os.stat(src).st_size
+        return copy2(src, dst)
+
+    monkeypatch.setattr(shutil, "copy2", counting_copy2)
+    during: list[bytes] = []
+
+    def write_during() -> None:
+        for i in range(20):
+            value = b"during-%d" % i
+            produce(broker, "far", [value])
+            during.append(value)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.to_thread.run_sync, write_during)
+        result = await trio.to_thread.run_sync(alter, broker, {replica: str(target.absolute())})
+    assert result == {replica: NoError}
+    assert copied["worker"] > 16_000_000 > 100 * copied["loop"], copied
+    assert broker.log_manager.dir_of("far", 0) == target
+    assert not (source / partition_dir_name("far", 0)).exists()
+    await trio.to_thread.run_sync(produce, broker, "far", [b"after"])
+    got = await trio.to_thread.run_sync(consume, broker, "far", len(bulk) + len(during) + 1)
+    assert got[:len(bulk)] == bulk and got[-1] == b"after"
+    assert sorted(got[len(bulk):-1]) == sorted(during)

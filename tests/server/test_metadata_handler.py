@@ -74,7 +74,7 @@ async def test_single_broker_changes_invalidate(broker: Broker) -> None:
     again = (await answer(broker, topics=["b"])).topics[0]
     assert again.topic_id != first_id and len(again.partitions) == 2
     # A partition this broker stops hosting is reported without a leader.
-    broker.open_deferred_partitions()
+    await broker.open_deferred_partitions()
     del broker.partitions[("a", 1)]
     assert layout(await answer(broker))["a"][1] == (1, LEADER_NOT_AVAILABLE, -1, [0], [])
 
@@ -104,7 +104,7 @@ async def test_deleted_before_opening(broker: Broker) -> None:
     await broker.create_topic("e", 30)
     await broker.delete_topic("e")
     await broker.create_topic("e", 2)
-    broker.open_deferred_partitions()
+    await broker.open_deferred_partitions()
     assert sorted(k for k in broker.partitions if k[0] == "e") == [("e", 0), ("e", 1)]
     assert layout(await answer(broker))["e"] == [(0, 0, 0, [0], [0]), (1, 0, 0, [0], [0])]
 

@@ -108,7 +108,7 @@ def offset_for_leader_epoch_answer(epoch: int, end_offset: int) -> Any:
 
 def fetch_answer(records: bytes, high_watermark: int) -> Any:
     data = SimpleNamespace(partition_index=0, error_code=0, high_watermark=high_watermark,
-                           diverging_epoch=None, records=records)
+                           log_start_offset=0, diverging_epoch=None, records=records)
     return SimpleNamespace(error_code=0, session_id=0,
                            responses=[SimpleNamespace(topic="t", partitions=[data])])
 

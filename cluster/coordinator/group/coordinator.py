@@ -21,6 +21,7 @@ import heapq
 import itertools
 import logging
 import struct
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -91,6 +92,8 @@ class GroupCoordinator:
         self.groups = Groups(self.config, clock)
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
+        # How long each loaded partition took to replay, in ms (the broker's metrics).
+        self.load_times_ms: dict[int, float] = {}
         # Timers: (deadline, seq, group id) and the deadline last pushed per group.
         self._heap: list[tuple[int, int, str]] = []
         self._scheduled: dict[str, int] = {}
@@ -187,6 +190,7 @@ class GroupCoordinator:
         requests are answered NOT_COORDINATOR."""
         self.groups.unload(self._in_partition(p))
         self.loaded.discard(p)
+        self.load_times_ms.pop(p, None)
         logger.info("unloaded %s-%d: this broker no longer leads it", OFFSETS_TOPIC, p)
 
     def load(self, p: int, *, wake: bool = True) -> None:
@@ -197,6 +201,7 @@ class GroupCoordinator:
             return
         log = partition.log
         self.loading.add(p)
+        started = time.monotonic()
         touched: set[str] = set()
         in_partition = self._in_partition(p)
         try:
@@ -228,6 +233,7 @@ class GroupCoordinator:
         finally:
             self.loading.discard(p)
         self.loaded.add(p)
+        self.load_times_ms[p] = (time.monotonic() - started) * 1000
         for group_id in touched:
             self._touch(group_id, wake=wake)
 

@@ -54,6 +54,7 @@ from josefk.cluster.coordinator.group.records import (
 )
 from josefk.cluster.coordinator.group.state import Event, Group, GroupState, Member
 
+MAX_MEMBER_ID_BYTES = 32767  # a STRING (int16 length) in the group's records
 # --- all groups of a coordinator --------------------------------------------------------------
 
 
@@ -217,6 +218,11 @@ class Groups(GroupOffsets):
             reply.set(JoinResult(Error.INCONSISTENT_GROUP_PROTOCOL))
             return Result([], reply)
         new_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
+        if len(new_id.encode()) > MAX_MEMBER_ID_BYTES:
+            # A client id near 32 KiB: the member id could not be written to
+            # __consumer_offsets or answered before JoinGroup v6. Kafka answers this.
+            reply.set(JoinResult(Error.UNKNOWN_SERVER_ERROR))
+            return Result([], reply)
         if req.group_instance_id is not None:
             existing = group.static_members.get(req.group_instance_id)
             if existing is not None:

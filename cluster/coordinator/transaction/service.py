@@ -16,6 +16,7 @@ to leadership of ``__transaction_state`` and to the markers (Kafka 3.9's
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 
 import trio
@@ -64,6 +65,8 @@ class TxnService:
         self.coordinator = TxnCoordinator(self.config, self._take_id, clock)
         self.clock = clock
         self.loaded: dict[int, int] = {}  # partition -> leader epoch it was loaded at
+        # How long each loaded partition took to replay, in ms (the broker's metrics).
+        self.load_times_ms: dict[int, float] = {}
         self._nursery: trio.Nursery | None = None
         self._queued: list[Callable[[], Awaitable[None]]] = []
 
@@ -140,6 +143,7 @@ class TxnService:
             if led.get(p) != epoch:
                 self.coordinator.unload(p, epoch)
                 del self.loaded[p]
+                self.load_times_ms.pop(p, None)
                 logger.info("unloaded %s-%d", TRANSACTION_STATE_TOPIC, p)
         for p, epoch in sorted(led.items()):
             if self.loaded.get(p) != epoch:
@@ -149,11 +153,13 @@ class TxnService:
         partition = self.host.partition(TRANSACTION_STATE_TOPIC, p)
         if partition is None:
             return
+        started = time.monotonic()
         self.coordinator.begin_loading(p, epoch)
         records = _read_records(partition.log, p,
                                 self.host.config.values["transaction.state.log.load.buffer.size"])
         jobs = self.coordinator.finish_loading(p, epoch, records)
         self.loaded[p] = epoch
+        self.load_times_ms[p] = (time.monotonic() - started) * 1000
         for job in jobs:
             self._spawn(lambda job=job: self._send_markers(job))
 

@@ -44,7 +44,7 @@ TOPIC_ID = uuid.UUID("0123456789abcdef0123456789abcdef")
 
 @dataclass
 class _Node:
-    data: bytes
+    data: bytes | None
     version: int
     czxid: int
 
@@ -69,7 +69,7 @@ class MemoryZooKeeper:
         """Create ``path`` (and missing parents) or overwrite its data."""
         for ancestor in self._ancestors(path):
             if ancestor not in self.nodes:
-                self._create(ancestor, b"")
+                self._create(ancestor, None)
         if path in self.nodes:
             self._set(path, data, -1)
         else:
@@ -92,7 +92,7 @@ class MemoryZooKeeper:
     def on_session_state(self, listener: Callable[[SessionState], None]) -> None:
         pass
 
-    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+    async def create(self, path: str, data: bytes | None = None, *, ephemeral: bool = False,
                      sequence: bool = False, makepath: bool = False) -> str:
         if makepath:
             await self.ensure_path(_parent(path))
@@ -102,13 +102,13 @@ class MemoryZooKeeper:
     async def ensure_path(self, path: str) -> None:
         for ancestor in [*self._ancestors(path), path]:
             if ancestor not in self.nodes:
-                self._create(ancestor, b"")
+                self._create(ancestor, None)
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Stat]:
         node = self._node(path)
         if watch is not None:
             self._data_watches.setdefault(path, []).append(watch)
-        return node.data, Stat(node.version, node.czxid, node.czxid, 0,
+        return node.data or b"", Stat(node.version, node.czxid, node.czxid, 0,
                                len(self.children(path)))
 
     async def exists(self, path: str, watch: Watch | None = None) -> Stat | None:
@@ -123,7 +123,7 @@ class MemoryZooKeeper:
             self._child_watches.setdefault(path, []).append(watch)
         return self.children(path)
 
-    async def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+    async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         self._set(path, data, version)
         return (await self.exists(path)) or Stat(0, 0, 0, 0)
 
@@ -172,7 +172,7 @@ class MemoryZooKeeper:
             raise NoNodeError(path)
         return self.nodes[path]
 
-    def _create(self, path: str, data: bytes, fire: bool = True) -> list[Watch]:
+    def _create(self, path: str, data: bytes | None, fire: bool = True) -> list[Watch]:
         if path in self.nodes:
             raise NodeExistsError(path)
         if _parent(path) != "/" and _parent(path) not in self.nodes:
@@ -181,7 +181,7 @@ class MemoryZooKeeper:
         return self._fire([*self._take(self._data_watches, path),
                            *self._take(self._child_watches, _parent(path))], fire)
 
-    def _set(self, path: str, data: bytes, version: int, fire: bool = True) -> list[Watch]:
+    def _set(self, path: str, data: bytes | None, version: int, fire: bool = True) -> list[Watch]:
         node = self._node(path)
         if version not in (-1, node.version):
             raise BadVersionError(path)
