@@ -35,6 +35,8 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
+from josefk.testing import polling
+
 from ..conftest import REPO, Broker, free_port
 from ..rawkafka import RawConnection
 
@@ -67,23 +69,10 @@ def wait_until(check: Callable[[], T | None], timeout: float, what: str) -> T:
     """Poll ``check`` until it returns a truthy value, and return that value.
 
     Connection errors inside ``check`` count as "not yet". After ``timeout``
-    seconds the test fails, naming ``what`` and the last value or error.
+    seconds the test fails (an AssertionError), naming ``what`` and the last value or error.
     """
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-            last = value
-        except (OSError, ConnectionError, KafkaError, KazooException, AssertionError) as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}"
-            )
-        time.sleep(0.2)
+    return polling.wait_until(check, timeout, what, interval=0.2, not_yet=(
+        OSError, ConnectionError, KafkaError, KazooException, AssertionError))
 
 
 # --- Metadata as one broker sees it -----------------------------------------
