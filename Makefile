@@ -85,6 +85,15 @@ kafka-python-tests: install zookeeper-jars kafka39-jars
 	tools/kafka_python_tests.sh
 	tools/kafka_python_security_tests.sh
 
+## kafka-python's whole integration suite (KAFKA_VERSION=4.0.0) against one josefk broker
+## (DescribeQuorum, KRaft only, and the version inference, which sees 4.3, left out), then,
+## for reference, against one Apache Kafka 4.x node, whose failures are printed and not
+## fatal (tools/kafka_python_one_broker.sh).
+.PHONY: kafka-python-one-broker
+kafka-python-one-broker: install kafka-jars
+	tools/kafka_python_one_broker.sh $(PYTEST_ARGS)
+	-tools/kafka_python_one_broker.sh --kafka $(PYTEST_ARGS)
+
 lint: install
 	$(BIN)/ruff check .
 
@@ -152,6 +161,23 @@ bench-fixture: $(BENCH) kafka-jars
 bench-metrics: $(BENCH) kafka-jars
 	$(BIN)/python -m bench.metrics $(ARGS)
 
+## Consumer fetch sessions (KIP-227) on and off (max.incremental.fetch.session.cache.slots=0),
+## josefk and Apache Kafka 4.x, 1,000 partitions, the Java consumer: broker CPU per fetch,
+## bytes per request, MB/s (~5 min); results in bench/results/fetch_sessions/; ARGS (--quick).
+.PHONY: bench-fetch-sessions
+bench-fetch-sessions: $(BENCH) kafka-jars
+	$(BIN)/python -m bench.fetch_sessions $(ARGS)
+
+## Client quotas held over 100 s: a kafka-python producer and consumer against their
+## producer_byte_rate / consumer_byte_rate on josefk, then on Apache Kafka 4.x (~6 min);
+## prints measured/quota for each (compat_tests/test_quotas.py, JOSEFK_QUOTA_RUN_S=100).
+.PHONY: bench-quotas
+bench-quotas: install kafka-jars
+	JOSEFK_QUOTA_RUN_S=100 $(BIN)/pytest -s -p no:cacheprovider compat_tests/test_quotas.py -k held \
+		$(PYTEST_ARGS)
+	JOSEFK_QUOTA_RUN_S=100 $(BIN)/pytest -s -p no:cacheprovider compat_tests/test_quotas.py -k held \
+		--kafka $(PYTEST_ARGS)
+
 SCALE ?= 1
 
 ## Cost at scale vs Apache Kafka 4.x: 10 to 50,000 partitions (create, metadata, produce,
@@ -178,14 +204,16 @@ DURATION ?= 300
 SEED ?=
 FAULTS ?= kill,kill-controller,kill-leader,pause,partition
 TARGET ?= josefk
+WORKLOAD ?= queue
 
 ## Jepsen-style fault injection: ZooKeeper and three brokers (josefk, or TARGET=kafka for
-## Apache Kafka 3.9.1) in network namespaces, idempotent producers and consumers, a nemesis
-## (FAULTS) for DURATION seconds, then the checker; history, report and timeline.png in
-## chaos-runs/. The last line counts lost/duplicated/reordered/inconsistent writes.
+## Apache Kafka 3.9.1) in network namespaces, a workload (WORKLOAD=queue: idempotent
+## producers and consumers; WORKLOAD=txn: transactional producers, read_committed reads and
+## an exactly-once transformer), a nemesis (FAULTS) for DURATION seconds, then the checker;
+## history, report and timeline.png in chaos-runs/. The last line counts the anomalies.
 chaos: install zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
 	$(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
-	  --faults $(FAULTS) $(if $(SEED),--seed $(SEED))
+	  --workload $(WORKLOAD) --faults $(FAULTS) $(if $(SEED),--seed $(SEED))
 
 SECONDS ?= 600
 

@@ -226,9 +226,13 @@ class ProducerStateManager:
                 f"marker of coordinator epoch {coordinator_epoch} for producer {producer_id} "
                 f"is older than {entry.coordinator_epoch}")
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int | None = None
+                                ) -> bool:
+        """Whether the producer has a transaction open here (of ``producer_epoch`` if given:
+        Kafka 4's check, as transactions v2 bump the epoch on every transaction)."""
         entry = self.producers.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset >= 0
+        return (entry is not None and entry.current_txn_first_offset >= 0
+                and (producer_epoch is None or entry.epoch == producer_epoch))
 
     def stage(self, update: ProducerUpdate, header: BatchHeader,
               marker: EndTxnMarker | None = None) -> None:

@@ -148,8 +148,9 @@ class LogTransactions:
         return first if first is not None and first < self._high_watermark \
             else self._high_watermark
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
-        return self.producer_state.has_ongoing_transaction(producer_id)
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int | None = None
+                                ) -> bool:
+        return self.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
 
 
 def _decode(batch: bytes | memoryview, header: BatchHeader) -> EndTxnMarker | None:

@@ -9,9 +9,10 @@ cost a consumer's broker as much as reading the partition.
 
 Fields by version (Kafka's FetchResponse.json): flexible from v12 (compact arrays and
 strings, tagged fields, response header v1), with the diverging epoch as the
-partition's tag 0; topic ids instead of names from v13. The other tagged fields
-(current leader, snapshot id, node endpoints) are left out, as they are when at
-their defaults.
+partition's tag 0 and the current leader (KIP-951, set with NOT_LEADER_OR_FOLLOWER
+and FENCED_LEADER_EPOCH) as its tag 1; topic ids instead of names from v13; the
+leaders' endpoints as the response's tag 0 from v16. The snapshot id (KRaft's
+controllers) is left out, as it is at its default.
 """
 
 from __future__ import annotations
@@ -22,16 +23,20 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from josefk.protocol.primitives import I32, I64, NO_TAGS, array_len, string
+from josefk.protocol.varint import uvarint
 
-__all__ = ["FetchedPartition", "FetchedTopic", "encode_fetch_response"]
+__all__ = ["FetchedPartition", "FetchedTopic", "NodeEndpoint", "encode_fetch_response"]
 
 FLEXIBLE_VERSION = 12
 _PARTITION = struct.Struct(">ihq")
 _ABORTED = struct.Struct(">qq")
 _TOP = struct.Struct(">ihi")  # throttle time, error code, session id
-# The partition's tagged fields when only the diverging epoch (tag 0) is set:
-# one field, tag 0, 13 bytes (epoch, end offset, the struct's own empty tags).
-_DIVERGING = struct.Struct(">BBBiqB")
+# The partition's tagged fields: the diverging epoch is tag 0, 13 bytes (epoch, end
+# offset, the struct's own empty tags).
+_DIVERGING = struct.Struct(">BBiqB")
+# The current leader: tag 1, 9 bytes (leader id, leader epoch, the struct's empty tags).
+_LEADER = struct.Struct(">BBiiB")
+NODE_ENDPOINTS_VERSION = 16
 # A null array or records: length -1, or compact length 0 when flexible.
 _NULL = {False: I32.pack(-1), True: b"\x00"}
 _ZERO_UUID = bytes(16)
@@ -53,16 +58,20 @@ class FetchedPartition(Protocol):
     log_start_offset: int
     aborted: list[tuple[int, int]] | None  # (producer id, first offset)
     diverging_epoch: tuple[int, int] | None  # (epoch, end offset)
+    current_leader: tuple[int, int] | None  # (leader id, leader epoch)
     records: bytes | None
     region: Region | None
 
 
 #: (topic name, topic id, partitions); v13+ encodes the id, earlier versions the name.
 FetchedTopic = tuple[str | None, uuid.UUID | None, Sequence[FetchedPartition]]
+#: (node id, host, port, rack): a leader named by a partition's current leader (v16+).
+NodeEndpoint = tuple[int, str, int, str | None]
 
 
 def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[FetchedTopic],
-                          error_code: int = 0, session_id: int = 0, throttle_time_ms: int = 0
+                          error_code: int = 0, session_id: int = 0, throttle_time_ms: int = 0,
+                          node_endpoints: Sequence[NodeEndpoint] = ()
                           ) -> list[bytes | Region]:
     """The whole frame as parts: size and header first; regions where records go."""
     if not 4 <= version <= 18:
@@ -101,7 +110,7 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[Fe
         if flexible:
             out.append(NO_TAGS)
     if flexible:
-        out.append(NO_TAGS)
+        out.append(_top_tags(node_endpoints) if version >= NODE_ENDPOINTS_VERSION else NO_TAGS)
     chunk = b"".join(out)
     if chunk:  # nothing follows the last records before v12
         parts.append(chunk)
@@ -137,7 +146,24 @@ def _records(out: list[bytes], records: bytes | None, flexible: bool) -> None:
 
 
 def _partition_tags(p: FetchedPartition) -> bytes:
-    if p.diverging_epoch is None:
+    diverging, leader = p.diverging_epoch, p.current_leader
+    if diverging is None and leader is None:
         return NO_TAGS
-    epoch, end_offset = p.diverging_epoch
-    return _DIVERGING.pack(1, 0, 13, epoch, end_offset, 0)
+    tags = [bytes([(diverging is not None) + (leader is not None)])]
+    if diverging is not None:
+        tags.append(_DIVERGING.pack(0, 13, diverging[0], diverging[1], 0))
+    if leader is not None:
+        tags.append(_LEADER.pack(1, 9, leader[0], leader[1], 0))
+    return b"".join(tags)
+
+
+def _top_tags(endpoints: Sequence[NodeEndpoint]) -> bytes:
+    """The response's tagged fields: the leaders' endpoints (tag 0) when there are any."""
+    if not endpoints:
+        return NO_TAGS
+    field = [array_len(len(endpoints), True)]
+    for node_id, host, port, rack in endpoints:
+        field += [I32.pack(node_id), string(host, True), I32.pack(port), string(rack, True),
+                  NO_TAGS]
+    value = b"".join(field)
+    return b"\x01\x00" + uvarint(len(value)) + value

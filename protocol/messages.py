@@ -117,6 +117,10 @@ _MODULES: Mapping[int, str] = {int(key): module for key, module in {
     ApiKey.DescribeTransactions: f"{_ADMIN}.transactions",
     ApiKey.ListTransactions: f"{_ADMIN}.transactions",
     ApiKey.DescribeTopicPartitions: f"{_ADMIN}.topics",
+    ApiKey.ConsumerGroupHeartbeat: "josefk.protocol.schemas.consumer_groups",
+    ApiKey.ConsumerGroupDescribe: "josefk.protocol.schemas.consumer_groups",
+    ApiKey.DescribeClientQuotas: f"{_ADMIN}.client_quotas",
+    ApiKey.AlterClientQuotas: f"{_ADMIN}.client_quotas",
 }.items()}
 
 

@@ -1,4 +1,4 @@
-"""ProduceRequest (v3-v12) decoded without copying its records.
+"""ProduceRequest (v3-v13) decoded without copying its records; v13 names topics by id.
 
 Produce is the one request whose size is its payload; kafka-python's decoder
 copies each partition's records out of the frame. Here they stay views into the
@@ -11,16 +11,18 @@ left, strings of at most 32,767 bytes; it raises `ProtocolError` otherwise.
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import NamedTuple
 
 from .exceptions import ProtocolError
 from .header import read_uvarint
 from .primitives import I16, I32
 
-__all__ = ["FIRST_FLEXIBLE", "PartitionProduceData", "ProduceRequestData", "TopicProduceData",
-           "decode_produce"]
+__all__ = ["FIRST_FLEXIBLE", "TOPIC_ID_VERSION", "PartitionProduceData", "ProduceRequestData",
+           "TopicProduceData", "decode_produce"]
 
 FIRST_FLEXIBLE = 9
+TOPIC_ID_VERSION = 13  # topic ids replace names (KIP-516)
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _MAX_STRING = 0x7FFF
 
@@ -31,8 +33,12 @@ class PartitionProduceData(NamedTuple):
 
 
 class TopicProduceData(NamedTuple):
+    """A topic's partitions: by name (v3-v12), or by ``topic_id`` (v13+, name "" until the
+    broker resolves it)."""
+
     name: str
     partition_data: list[PartitionProduceData]
+    topic_id: uuid.UUID | None = None
 
 
 class ProduceRequestData(NamedTuple):
@@ -106,14 +112,15 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestData:
     acks, timeout_ms = _ACKS_TIMEOUT.unpack(chunk(_ACKS_TIMEOUT.size))
     topics = []
     for _ in range(count()):
-        name = string(nullable=False)
+        topic_id = uuid.UUID(bytes=bytes(chunk(16))) if version >= TOPIC_ID_VERSION else None
+        name = "" if topic_id is not None else string(nullable=False)
         partitions = []
         for _ in range(count()):
             index = I32.unpack(chunk(4))[0]
             n = length(4)
             partitions.append(PartitionProduceData(index, None if n < 0 else chunk(n)))
             skip_tags()
-        topics.append(TopicProduceData(name or "", partitions))
+        topics.append(TopicProduceData(name or "", partitions, topic_id))
         skip_tags()
     skip_tags()
     return ProduceRequestData(transactional_id, acks, timeout_ms, topics)

@@ -1,16 +1,17 @@
-"""A hand-written encoder for ProduceResponse v3-v12, byte for byte what kafka-python's
+"""A hand-written encoder for ProduceResponse v3-v13, byte for byte what kafka-python's
 generic encoder produces: Produce is answered thousands of times a second, and building
 kafka-python's response objects cost more than the append itself.
 
 Fields by version (Kafka's ProduceResponse.json): log start offset v5+, record errors
 and error message v8+; flexible (compact strings and arrays, tagged fields, response
-header v1) from v9. The v10+ tagged fields (current leader, node endpoints) are left
-out, as they are when at their defaults.
+header v1) from v9; topic ids instead of names from v13. The v10+ tagged fields
+(current leader, node endpoints) are left out, as they are when at their defaults.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ from josefk.protocol.primitives import I32, I64, NO_TAGS, array_len, string
 __all__ = ["PartitionResult", "encode_produce_response"]
 
 FLEXIBLE_VERSION = 9
+TOPIC_ID_VERSION = 13
 _PARTITION = struct.Struct(">ihqq")
 
 
@@ -36,18 +38,25 @@ class PartitionResult:
 
 
 def encode_produce_response(version: int, correlation_id: int,
-                            topics: Sequence[tuple[str, Sequence[PartitionResult]]],
+                            topics: Sequence[tuple[str | uuid.UUID, Sequence[PartitionResult]]],
                             throttle_time_ms: int = 0) -> bytes:
-    """The whole frame: size, response header, body."""
-    if not 3 <= version <= 12:
+    """The whole frame: size, response header, body. Topics are named by name, or from
+    v13 by topic id."""
+    if not 3 <= version <= 13:
         raise ValueError(f"ProduceResponse v{version} is not supported")
     flexible = version >= FLEXIBLE_VERSION
     out = [b"", I32.pack(correlation_id)]
     if flexible:
         out.append(NO_TAGS)
     out.append(array_len(len(topics), flexible))
-    for name, partitions in topics:
-        out += [string(name, flexible), array_len(len(partitions), flexible)]
+    for topic, partitions in topics:
+        if version >= TOPIC_ID_VERSION:
+            assert isinstance(topic, uuid.UUID)
+            out.append(topic.bytes)
+        else:
+            assert isinstance(topic, str)
+            out.append(string(topic, flexible))
+        out.append(array_len(len(partitions), flexible))
         for p in partitions:
             out.append(_PARTITION.pack(p.index, p.error_code, p.base_offset,
                                        p.log_append_time_ms))

@@ -3,10 +3,15 @@
 kafka-python resets every message class's minimum version to 0, so the ranges
 are ours. Minimums are the Apache Kafka 4.0 baselines (KIP-896), as recorded in
 the "removed in Apache Kafka 4.0" notes and `validVersions` of the JSON schemas
-kafka-python 3.0.12 ships. Maximums are what Kafka 4.0.0 serves; kafka-python's
-schemas come from a newer Kafka (Produce 13, Fetch 18, ListOffsets 11,
-OffsetCommit/OffsetFetch 10, InitProducerId 6, DescribeLogDirs 5) and those
-newer versions switch to topic ids or features we do not implement.
+kafka-python 3.0.12 ships. Maximums are what Kafka 4.0.0 serves, except Fetch: 18,
+as Kafka 4.3 (v16 answers leaders' endpoints, KIP-951; v17's replica directory id and
+v18's high watermark are a follower's and KRaft's, read and ignored); kafka-python's
+schemas come from a newer Kafka (OffsetCommit/OffsetFetch 10, InitProducerId 6) and
+those newer versions switch to topic ids or features we do not implement. Produce 13
+(topic ids, KIP-516), ListOffsets 11 (KIP-1023's earliest pending upload: nothing,
+without tiered storage), ListTransactions 2, DescribeLogDirs 5 (no log dir cordoned)
+and AlterPartitionReassignments 1 are Kafka 4.3's; compat_tests/test_newest_versions.py
+lists every difference from Kafka 4.3.1's ApiVersions and why.
 
 The inter-broker apis of ZooKeeper mode (LeaderAndIsr, StopReplica,
 UpdateMetadata, ControlledShutdown, AlterPartition) have Kafka 3.9.1's full
@@ -46,9 +51,9 @@ class VersionRange(NamedTuple):
 
 _V = VersionRange
 _TABLE = {
-    ApiKey.Produce: _V(3, 12),
-    ApiKey.Fetch: _V(4, 17),
-    ApiKey.ListOffsets: _V(1, 10),
+    ApiKey.Produce: _V(3, 13),
+    ApiKey.Fetch: _V(4, 18),
+    ApiKey.ListOffsets: _V(1, 11),
     ApiKey.Metadata: _V(0, 13),
     ApiKey.LeaderAndIsr: _V(0, 7),
     ApiKey.StopReplica: _V(0, 4),
@@ -81,13 +86,13 @@ _TABLE = {
     ApiKey.DescribeConfigs: _V(1, 4),
     ApiKey.AlterConfigs: _V(0, 2),
     ApiKey.AlterReplicaLogDirs: _V(1, 2),
-    ApiKey.DescribeLogDirs: _V(1, 4),
+    ApiKey.DescribeLogDirs: _V(1, 5),
     ApiKey.CreatePartitions: _V(0, 3),
     ApiKey.DeleteGroups: _V(0, 2),
     ApiKey.SaslAuthenticate: _V(0, 2),
     ApiKey.IncrementalAlterConfigs: _V(0, 1),
     ApiKey.ElectLeaders: _V(0, 2),
-    ApiKey.AlterPartitionReassignments: _V(0, 0),
+    ApiKey.AlterPartitionReassignments: _V(0, 1),
     ApiKey.ListPartitionReassignments: _V(0, 0),
     ApiKey.OffsetDelete: _V(0, 0),
     ApiKey.DescribeUserScramCredentials: _V(0, 0),
@@ -97,8 +102,12 @@ _TABLE = {
     ApiKey.DescribeCluster: _V(0, 2),
     ApiKey.DescribeProducers: _V(0, 0),
     ApiKey.DescribeTransactions: _V(0, 0),
-    ApiKey.ListTransactions: _V(0, 1),
+    ApiKey.ListTransactions: _V(0, 2),
     ApiKey.DescribeTopicPartitions: _V(0, 0),
+    ApiKey.ConsumerGroupHeartbeat: _V(0, 1),
+    ApiKey.ConsumerGroupDescribe: _V(0, 1),
+    ApiKey.DescribeClientQuotas: _V(0, 1),
+    ApiKey.AlterClientQuotas: _V(0, 1),
 }
 SUPPORTED_VERSIONS: Mapping[int, VersionRange] = MappingProxyType(
     {int(k): v for k, v in _TABLE.items()}

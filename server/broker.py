@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import functools
 import logging
-import socket
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,6 +17,7 @@ try:
 except ImportError:  # trio moved it: the public way
     from trio.testing import wait_all_tasks_blocked
 
+from josefk.cluster.configs.store import EntityConfigStore, LocalEntityConfigStore
 from josefk.cluster.coordinator.records import OFFSETS_TOPIC
 from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, TopicPartition
 from josefk.cluster.metadata.security_store import LocalSecurityStore, SecurityStore
@@ -27,20 +26,23 @@ from josefk.cluster.partition import Partition, PartitionMap, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
-from josefk.log.manager import LogManager, remove_dirs, write_checkpoints
+from josefk.log.manager import LogManager
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
-from josefk.protocol.framing import RECEIVE_SIZE
 from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.config.broker import BrokerConfig, topic_config_entries, validate_topic_configs
 from josefk.server.handlers import CLUSTER_ONLY_KEYS, MODULES, handler
+from josefk.server.jobs import BackgroundJobs
 from josefk.server.log_cleaner import LogCleanerService
-from josefk.server.network.acceptor import Acceptor
-from josefk.server.network.connection import Connection, IdleConnections
-from josefk.server.network.quotas import ConnectionQuotas, TooManyConnections, ip_of
+from josefk.server.network.connection import Connection, throttle_s
+from josefk.server.network.quotas import ConnectionQuotas
+from josefk.server.network.socket_server import SocketServer
 from josefk.server.network.zero_copy import Part
 from josefk.server.purgatory import Purgatory, follower_key
+from josefk.server.quotas.replication import ReplicationQuotas
+from josefk.server.quotas.service import ClientQuotas
+from josefk.server.reconfiguration import BrokerReconfiguration
 from josefk.server.replication.sessions import FetchSessionCache
 from josefk.server.security.authorizer import Authorizer
 from josefk.server.security.client import PLAINTEXT_PEERS, peer_security
@@ -57,10 +59,6 @@ if TYPE_CHECKING:
     from josefk.server.metrics.recorder import Recorder
 
 logger = logging.getLogger(__name__)
-
-# accept() failures that mean "not now", as trio.serve_listeners treats them.
-ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
-ACCEPT_RETRY_S = 0.1
 
 # How long the background creation of deferred partitions holds the event loop at a time:
 # a request arriving meanwhile waits for the slice, plus the log being created (~0.4 ms).
@@ -93,6 +91,8 @@ class Broker:
         self.cluster: ClusterNode | None = None
         self.store: MetadataStore
         self.security_store: SecurityStore
+        # Dynamic broker configs and client quotas (cluster.configs).
+        self.entity_configs: EntityConfigStore
         if config.zookeeper_connect:
             # Cluster mode's code (kazoo, the controller) is imported only when it is used.
             from josefk.server.control.node import ClusterNode
@@ -100,13 +100,20 @@ class Broker:
             self.cluster = ClusterNode(self)
             self.store = self.cluster.store
             self.security_store = self.cluster.security
+            self.entity_configs = self.cluster.entity_configs
         else:
             self.store = LocalMetadataStore(
                 config.log_dirs[0], self.local_broker,
-                validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
+                validate_configs=lambda configs: validate_topic_configs(configs,
+                                                                       broker=self.config),
                 cluster_id=config.cluster_id, default_num_partitions=config.num_partitions,
                 default_replication_factor=config.default_replication_factor)
             self.security_store = LocalSecurityStore(config.log_dirs[0])
+            self.entity_configs = LocalEntityConfigStore(config.log_dirs[0])
+        # Dynamic broker configs: the store's "brokers" entities over the static settings,
+        # followed while the broker runs (a cluster's arrive once ZooKeeper is read).
+        self.reconfiguration = BrokerReconfiguration(self)
+        config = self.config = self.reconfiguration.initial(config)
         self.listener_security = {
             listener.name: listener_security(config, listener,
                                              self.security_store.scram_credential)
@@ -120,14 +127,12 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.values["max.incremental.fetch.session.cache.slots"], self.purgatory)
         self.cluster_id = self.store.cluster_id
-        self.bound_ports: list[int] = []
-        self.quotas: ConnectionQuotas | None = None
-        self.idle_connections = IdleConnections(config.connections_max_idle_ms / 1000)
-        # Every connection receives into this one buffer (they all run in this broker's
-        # trio thread), so an idle connection holds no receive buffer of its own.
-        self._receive_buffer = bytearray(RECEIVE_SIZE)
-        # The listener of each open connection, for KIP-402's closing of the excess.
-        self.connection_listeners: dict[Connection, str] = {}
+        # Client and replication quotas, kept current from the entity configs.
+        self.client_quotas = ClientQuotas.from_config(config.values)
+        self.client_quotas.attach(self.entity_configs)
+        self.replication_quotas = ReplicationQuotas.from_config(
+            self.node_id, config.values, self.store.topic_configs)
+        self.replication_quotas.attach(self.entity_configs)
         # Prometheus metrics (metrics.port, metrics.listener; off by default): the counters
         # the request path bumps, and the address /metrics is served on once bound.
         self.metrics: Recorder | None = None
@@ -136,6 +141,9 @@ class Broker:
             from josefk.server.metrics.recorder import Recorder, api_names
 
             self.metrics = Recorder(api_names())
+        # A closure, not the bound method: what dispatches may be swapped (tests do).
+        self.sockets = SocketServer(config, lambda request: self.dispatch(request),
+                                    self.enabled, self.listener_security, self.metrics)
         # Coordinators plug in here: run after the logs load / for the broker's lifetime.
         self.startup_hooks: list[Callable[[], None]] = []
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []
@@ -435,7 +443,15 @@ class Broker:
     # --- requests -----------------------------------------------------------------------
 
     async def dispatch(self, request: Request) -> list[Part] | None:
-        result: Any = await handler(request.api_key)(self, request)
+        result: Any
+        if self.client_quotas.enabled:
+            result, throttle_ms = await self.client_quotas.serve(
+                request, current_session.get().principal,
+                functools.partial(handler(request.api_key), self, request))
+            if throttle_ms:
+                throttle_s.set(throttle_ms / 1000)  # the connection mutes itself
+        else:
+            result = await handler(request.api_key)(self, request)
         if result is None:
             return None
         if self.metrics is not None:
@@ -451,6 +467,18 @@ class Broker:
 
     # --- lifecycle ---------------------------------------------------------------------
 
+    @property
+    def bound_ports(self) -> list[int]:
+        return self.sockets.bound_ports
+
+    @property
+    def quotas(self) -> ConnectionQuotas | None:
+        return self.sockets.quotas
+
+    @property
+    def connection_listeners(self) -> dict[Connection, str]:
+        return self.sockets.connection_listeners
+
     def startup(self) -> None:
         self.log_manager.startup()
         for topic in self.store.topics():
@@ -465,20 +493,9 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.connect()
         await trio.to_thread.run_sync(self.startup)
-        self.quotas = await trio.to_thread.run_sync(ConnectionQuotas.from_config, self.config)
         try:
             async with trio.open_nursery() as nursery:
-                bound: dict[str, int] = {}
-                for listener in self.config.listeners:
-                    listeners = await trio.open_tcp_listeners(
-                        listener.port, host=listener.bind_host,
-                        backlog=self.config.values["socket.listen.backlog.size"])
-                    for sock_listener in listeners:
-                        self._set_receive_buffer(sock_listener)
-                        self.bound_ports.append(sock_listener.socket.getsockname()[1])
-                        bound.setdefault(listener.name, self.bound_ports[-1])
-                        nursery.start_soon(self._accept, listener.name, sock_listener,
-                                           nursery)
+                bound = await self.sockets.start(nursery)
                 host, port = self._advertised_listener()
                 # Port 0 binds an ephemeral port: advertise the one we got.
                 self.local_broker = BrokerInfo(self.node_id, host, port or self.bound_ports[0],
@@ -489,8 +506,7 @@ class Broker:
                     self.store.endpoints = self.endpoints
                 if self.cluster is not None:
                     await self.cluster.join(nursery, self._registered_endpoints())
-                nursery.start_soon(self._background)
-                nursery.start_soon(self.idle_connections.run)
+                nursery.start_soon(BackgroundJobs(self).run)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
                 self._nursery = nursery
@@ -522,159 +538,6 @@ class Broker:
         if self.cluster is not None:
             with trio.move_on_after(self.config.request_timeout_ms / 1000 * 2):
                 await self.cluster.controlled_shutdown()
-
-    def _set_receive_buffer(self, listener: trio.SocketListener) -> None:
-        """``socket.receive.buffer.bytes`` on the listening socket, which its accepted
-        connections inherit (so the TCP window is sized from it from the first SYN)."""
-        size = self.config.values["socket.receive.buffer.bytes"]
-        if size != -1:
-            listener.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
-
-    async def _accept(self, name: str, listener: trio.SocketListener,
-                      nursery: trio.Nursery) -> None:
-        """Kafka's Acceptor: count each connection against the quotas, then serve it."""
-        quotas = self.quotas
-        assert quotas is not None
-        failures = 0
-        acceptor = Acceptor(listener, self.config.values["socket.send.buffer.bytes"])
-        async with listener:
-            try:
-                while True:
-                    try:
-                        streams = await acceptor.accept()
-                    except OSError as e:
-                        if e.errno not in ACCEPT_CAPACITY_ERRNOS:
-                            raise
-                        # Out of descriptors (or memory): the connection waits in the
-                        # backlog; everyone already connected is still served.
-                        if not failures:
-                            logger.warning("cannot accept connections: %s; retrying every "
-                                           "%.1fs", e, ACCEPT_RETRY_S)
-                        failures += 1
-                        await trio.sleep(ACCEPT_RETRY_S)
-                        continue
-                    if failures:
-                        logger.info("accepting connections again after %d failed attempts",
-                                    failures)
-                        failures = 0
-                    for i, stream in enumerate(streams):
-                        try:
-                            await self._admit(name, stream, nursery)
-                        except BaseException:
-                            for other in streams[i + 1:]:
-                                other.socket.close()
-                            raise
-            finally:
-                acceptor.close()
-
-    async def _admit(self, name: str, stream: trio.SocketStream, nursery: trio.Nursery
-                     ) -> None:
-        """Count a new connection against the quotas, then serve it (or close it)."""
-        quotas = self.quotas
-        assert quotas is not None
-        try:
-            await quotas.wait_for_slot(name)
-            ip = ip_of(stream.socket.getpeername()[0])
-            quotas.inc(name, ip)
-        except TooManyConnections as e:
-            logger.info("Rejected connection from %s, address already has the "
-                        "configured maximum of %d connections.", e.ip, e.count)
-            stream.socket.close()
-            return
-        except OSError:  # the peer left while it waited
-            stream.socket.close()
-            return
-        except BaseException:
-            stream.socket.close()
-            raise
-        nursery.start_soon(self._serve_connection, stream, name, ip)
-        if quotas.protected(name) and quotas.excess():
-            self._close_excess(quotas)
-
-    def _close_excess(self, quotas: ConnectionQuotas) -> None:
-        """KIP-402: the inter-broker listener went over max.connections; close the least
-        recently active connections of the other listeners."""
-        others = [c for c in self.idle_connections.least_active()
-                  if not c.closing and not quotas.protected(self.connection_listeners[c])]
-        for connection in others[:quotas.excess()]:
-            logger.info("max.connections %d exceeded: closing the least recently active "
-                        "connection, from %s", self.config.max_connections, connection.peer)
-            connection.close()
-
-    async def _serve_connection(self, stream: trio.SocketStream, listener: str,
-                                ip: Any) -> None:
-        assert self.quotas is not None
-        timer = None
-        if self.metrics is not None:
-            self.metrics.connection_created(listener)
-            timer = self.metrics.timer()  # in this connection's own task (its context)
-        connection = Connection(stream, self.dispatch, self.enabled,
-                                self.config.socket_request_max_bytes, self.idle_connections,
-                                self._receive_buffer, self.listener_security[listener],
-                                observer=timer)
-        self.connection_listeners[connection] = listener
-        try:
-            await connection.serve()
-        finally:
-            del self.connection_listeners[connection]
-            self.quotas.dec(listener, ip)
-
-    async def _background(self) -> None:
-        """Flush policy and deleted logs' removal each second; retention, checkpoints and
-        producer expiry on Kafka's schedules. A failing job is logged and retried, never
-        fatal."""
-        config = self.config
-        jobs: list[tuple[float, Callable[[], Awaitable[object]]]] = [
-            (config.log_retention_check_interval_ms / 1000, self._enforce_retention),
-            (config.log_flush_offset_checkpoint_interval_ms / 1000, self._checkpoint),
-            (config.values["producer.id.expiration.check.interval.ms"] / 1000,
-             self._expire_producers),
-        ]
-        due = [trio.current_time() + every for every, _ in jobs]
-        while True:
-            await trio.sleep(1)
-            await self._run_job(self._flush_due_logs)
-            await self._run_job(self._remove_deleted_logs)
-            now = trio.current_time()
-            for i, (every, job) in enumerate(jobs):
-                if now >= due[i]:
-                    await self._run_job(job)
-                    due[i] = now + every
-
-    @staticmethod
-    async def _run_job(job: Callable[[], Awaitable[object]]) -> None:
-        try:
-            await job()
-        except Exception:
-            logger.exception("background job %s failed", job.__name__)
-
-    async def _remove_deleted_logs(self) -> None:
-        if dirs := self.log_manager.take_deleted_dirs():
-            await trio.to_thread.run_sync(remove_dirs, dirs)
-
-    async def _flush_due_logs(self) -> None:
-        for log in self.log_manager.logs_needing_flush():
-            started = trio.current_time()
-            await trio.to_thread.run_sync(log.flush_due)
-            if self.metrics is not None:
-                self.metrics.flushed(trio.current_time() - started)
-
-    async def _enforce_retention(self) -> None:
-        starts = {key: p.log.log_start_offset for key, p in self.partitions.items()}
-        self.log_manager.enforce_retention()
-        for key, partition in self.partitions.items():
-            if partition.log.log_start_offset != starts[key]:
-                self._on_data(partition)  # a new log start offset for fetch sessions to tell
-
-    async def _checkpoint(self) -> None:
-        # Offsets are read here, on the event loop; only the file writes go to a thread.
-        files = self.log_manager.checkpoint_offsets()
-        await trio.to_thread.run_sync(write_checkpoints, files)
-
-    async def _expire_producers(self) -> None:
-        now = now_ms()
-        for log in self.log_manager.logs.values():
-            log.producer_state.remove_expired(now)
 
     def shutdown(self) -> None:
         logger.info("broker %d shutting down: flushing logs and writing checkpoints",

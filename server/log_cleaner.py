@@ -12,7 +12,8 @@ truncation and retention also change the log. With nothing to clean it sleeps
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -43,14 +44,12 @@ class LogCleanerService:
     def __init__(self, broker: Broker) -> None:
         values = broker.config.values
         self.enabled: bool = values["log.cleaner.enable"]
-        self.threads: int = values["log.cleaner.threads"]
-        self.backoff_s: float = values["log.cleaner.backoff.ms"] / 1000
-        self.load_factor: float = values["log.cleaner.io.buffer.load.factor"]
-        self.slots = int(values["log.cleaner.dedupe.buffer.size"] / max(self.threads, 1)
-                         / BYTES_PER_ENTRY)
         self.throttler = Throttler(values["log.cleaner.io.max.bytes.per.second"])
+        self._configure(values)
+        self._restart = trio.Event()
         self.manager = LogCleanerManager(broker.log_manager)
         self.passes = 0
+        self.running = 0  # worker tasks started with the current settings
         # For the metrics: the last pass's figures and the bytes of every pass.
         self.last_stats: CleanerStats | None = None
         self.bytes_read = 0
@@ -60,12 +59,32 @@ class LogCleanerService:
         """After the logs load: read each log dir's ``cleaner-offset-checkpoint``."""
         self.manager.load_checkpoints()
 
+    def _configure(self, values: Mapping[str, Any]) -> None:
+        self.threads: int = values["log.cleaner.threads"]
+        self.backoff_s: float = values["log.cleaner.backoff.ms"] / 1000
+        self.load_factor: float = values["log.cleaner.io.buffer.load.factor"]
+        self.slots = int(values["log.cleaner.dedupe.buffer.size"] / max(self.threads, 1)
+                         / BYTES_PER_ENTRY)
+        self.throttler.rate = values["log.cleaner.io.max.bytes.per.second"]
+
+    def reconfigure(self, values: Mapping[str, Any]) -> None:
+        """New ``log.cleaner.*`` settings (dynamic broker configs): as Kafka's
+        ``LogCleaner.reconfigure``, the throttle changes at once and the workers are
+        stopped (a pass in progress is aborted) and started anew with the new settings."""
+        self._configure(values)
+        self._restart.set()
+
     async def run(self) -> None:
-        if not self.enabled or self.threads <= 0:
+        if not self.enabled:
             return
-        async with trio.open_nursery() as nursery:
-            for i in range(self.threads):
-                nursery.start_soon(self._worker, i)
+        while True:
+            self._restart = trio.Event()
+            self.running = self.threads
+            async with trio.open_nursery() as nursery:
+                for i in range(self.threads):
+                    nursery.start_soon(self._worker, i)
+                await self._restart.wait()
+                nursery.cancel_scope.cancel()
 
     async def _worker(self, index: int) -> None:
         cleaner = Cleaner(OffsetMap(self.slots, self.load_factor), self.throttler)

@@ -35,8 +35,8 @@ LAZY = ("kazoo", "josefk.cluster.controller", "josefk.cluster.zk", "josefk.serve
         "kafka.producer", "kafka.admin", "kafka.net", "kafka.coordinator",
         # Handlers are imported on their api's first request (server/handlers/__init__.py).
         *(f"josefk.server.handlers.{name}" for name in (
-            "admin", "configs", "controller_apis", "producers", "records", "security",
-            "txn_offsets")),
+            "admin.topic_changes", "admin.configs", "controller_apis", "producers", "records",
+            "security", "groups.txn_offsets")),
         "josefk.protocol.controller_messages",
         # Built on first use; a consumer group builds the group coordinator, not this one.
         "josefk.cluster.coordinator.transaction.service",

@@ -98,6 +98,10 @@ class RecordReader:
         self.pos += n
         return chunk
 
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes (RecordFormatError past the end)."""
+        return self._take(n)
+
     def i16(self) -> int:
         return _I16.unpack(self._take(2))[0]
 

@@ -84,7 +84,8 @@ class ZkMetadataStore(PlanningStore):
                  default_num_partitions: int = 1, default_replication_factor: int = 1,
                  wait_timeout_s: float = 30.0, rng: random.Random | None = None,
                  on_config_change: Callable[[str], None] = lambda _t: None,
-                 on_user_change: Callable[[str], Awaitable[None]] | None = None) -> None:
+                 on_user_change: Callable[[str], Awaitable[None]] | None = None,
+                 on_entity_change: Callable[[str], Awaitable[None]] | None = None) -> None:
         super().__init__(validate_configs=validate_configs,
                          default_num_partitions=default_num_partitions,
                          default_replication_factor=default_replication_factor,
@@ -96,6 +97,8 @@ class ZkMetadataStore(PlanningStore):
         self.wait_timeout_s = wait_timeout_s
         self.on_config_change = on_config_change
         self.on_user_change = on_user_change
+        # Any other entity's change (brokers/, clients/, users/): its entity path.
+        self.on_entity_change = on_entity_change
         self.configs: dict[str, Mapping[str, str]] = {}
         self._seen_changes: set[str] = set()
 
@@ -187,6 +190,8 @@ class ZkMetadataStore(PlanningStore):
             logger.warning("ignoring config change %s: %s", child, e)
             return
         kind, _, name = entity.partition("/")
+        if kind in ("brokers", "clients", "users") and self.on_entity_change is not None:
+            await self.on_entity_change(entity)
         if kind == "users" and self.on_user_change is not None and "/" not in name:
             await self.on_user_change(name)
             return

@@ -1,8 +1,9 @@
 """``python -m compat_tests.chaos``: one chaos run (``make chaos``).
 
 The last line is ``chaos: N acknowledged, L lost, D duplicated, R reordered,
-I inconsistent, S poll-skips (seed X)``; the exit status is 1 when any of L, D, R,
-I is not 0, and 2 when the run itself could not complete.
+I inconsistent, S poll-skips (seed X)`` (``--workload txn``: ``chaos txn: ...`` with the
+transactions checker's counts); the exit status is 1 when any deciding anomaly is not 0,
+and 2 when the run itself could not complete.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from .nemesis import FAULTS
-from .run import HarnessError, Options, run
+from .exercises import HarnessError
+from .nemesis import DEFAULT_FAULTS, FAULTS
+from .run import Options, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=300.0, help="seconds of faults")
     parser.add_argument("--seed", type=int, default=None, help="default: from the clock")
     parser.add_argument(
-        "--faults", default=",".join(FAULTS), help=f"comma-separated, from {','.join(FAULTS)}"
+        "--faults", default=",".join(DEFAULT_FAULTS),
+        help=f"comma-separated, from {','.join(FAULTS)}"
     )
     parser.add_argument(
         "--out",
@@ -46,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-in-flight", type=int, default=1,
                         help="producer requests in flight per connection (librdkafka "
                              "duplicates on leader changes above 1: see workload.py)")
+    parser.add_argument("--workload", choices=("queue", "txn", "groups"), default="queue",
+                        help="queue: idempotent producers; txn: transactions, read_committed "
+                             "and consume-transform-produce; groups: members joining, "
+                             "leaving and killed")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("kazoo", "kafka"):
@@ -53,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else int(time.time()) % 100_000
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     out = args.out or Path("chaos-runs") / (
-        f"{args.target}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        f"{args.target}-{args.workload}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     options = Options(target=args.target, duration=args.duration, seed=seed, faults=faults,
-                      out=out, max_in_flight=args.max_in_flight)
+                      out=out, max_in_flight=args.max_in_flight, workload=args.workload)
     try:
         outcome = run(options)
     except (HarnessError, Exception, pytest.fail.Exception) as exc:

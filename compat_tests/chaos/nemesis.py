@@ -9,6 +9,10 @@ Faults (``FAULTS``):
 - ``partition``: cut a random broker off from the other brokers, from ZooKeeper, from
   the clients, from brokers and ZooKeeper (the clients still reach it) or from all of
   them, in one direction or both (``net.py``).
+- ``zk-kill``: SIGKILL ZooKeeper itself, restart it later (its data directory stays).
+- ``zk-expire``: cut a random broker off from ZooKeeper (both ways) for longer than its
+  session timeout, so that ZooKeeper expires its session on purpose: it must register
+  again, and if it was the controller another broker takes over.
 
 Every start and heal goes to the history and to the log with its time.
 """
@@ -21,13 +25,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..cluster.harness import Cluster, ClusterBroker, partition_state
+from ..cluster.harness import SESSION_TIMEOUT_MS, Cluster, ClusterBroker, partition_state
 from .history import History
 from .net import CLIENTS, Network
 
 log = logging.getLogger("chaos.nemesis")
 
-FAULTS = ("kill", "kill-controller", "kill-leader", "pause", "partition")
+FAULTS = ("kill", "kill-controller", "kill-leader", "pause", "partition", "zk-kill",
+          "zk-expire")
+# The faults of a default run (``make chaos``, the runs in ``make test``).
+DEFAULT_FAULTS = ("kill", "kill-controller", "kill-leader", "pause", "partition")
+NEEDS_NETWORK = frozenset({"partition", "zk-expire"})
+# zk-expire holds the cut this much longer than the session timeout (ZooKeeper expires
+# sessions on its tick boundaries).
+EXPIRY_MARGIN_S = 6.0
 PEERS = ("brokers", "zookeeper", "clients", "cluster", "all")
 DIRECTIONS = ("both", "in", "out")
 
@@ -58,8 +69,9 @@ class Nemesis:
         unknown = set(faults) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; choose from {FAULTS}")
-        if "partition" in faults and network is None:
-            raise ValueError("partition faults need network namespaces")
+        if NEEDS_NETWORK & set(faults) and network is None:
+            raise ValueError(f"{sorted(NEEDS_NETWORK & set(faults))} faults need network "
+                             "namespaces")
         self.cluster = cluster
         self.network = network
         self.history = history
@@ -130,6 +142,26 @@ class Nemesis:
         stop.wait(hold)
         self.network.heal()
         self._end("partition", [broker.broker_id], "healed")
+
+    def _zk_kill(self, hold: float, stop: threading.Event) -> None:
+        zookeeper = self.cluster.zookeeper
+        self._begin("zk-kill", [], "SIGKILL ZooKeeper")
+        zookeeper.stop(kill=True)
+        stop.wait(hold)
+        zookeeper.start()
+        self._end("zk-kill", [], "ZooKeeper restarted")
+
+    def _zk_expire(self, hold: float, stop: threading.Event) -> None:
+        assert self.network is not None
+        broker = self._random_broker()
+        node = self.node_of(broker.broker_id)
+        cut = SESSION_TIMEOUT_MS / 1000 + EXPIRY_MARGIN_S
+        self._begin("zk-expire", [broker.broker_id], f"{node} cut from ZooKeeper for {cut:.0f}s")
+        self.network.cut(node, "zk")
+        self.network.cut("zk", node)
+        stop.wait(cut)
+        self.network.heal()
+        self._end("zk-expire", [broker.broker_id], "healed; its session expired")
 
     # --- helpers --------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,21 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster.harness import CLUSTER_START_TIMEOUT, Cluster, ZooKeeperServer
-from . import checker, net, timeline
+from . import checker, group_checker, net, timeline, txn_checker
+from .exercises import EXERCISES, TOPIC
 from .history import History
-from .nemesis import FAULTS, Nemesis, Schedule
-from .workload import (
-    CLIENT_LOG,
-    ProducerProcess,
-    Workload,
-    assigned_consumer,
-    final_read,
-    group_consumer,
-)
+from .nemesis import DEFAULT_FAULTS, NEEDS_NETWORK, Schedule
+from .workload import CLIENT_LOG
 
 log = logging.getLogger("chaos")
 
-TOPIC = "chaos"
 BROKER_PORT = 9092
 ZOOKEEPER_PORT = 2181
 ZOOKEEPER_HOST = 100
@@ -44,9 +36,11 @@ BROKER_CONFIG = {
     "default.replication.factor": "3",
     "min.insync.replicas": "2",
 }
-# How long the cluster may take to be whole again after the last heal.
-RECOVERY_TIMEOUT = 120.0
-FINAL_READ_TIMEOUT = 120.0
+
+
+# The checker of each workload's history.
+CHECKS = {"queue": checker.check, "txn": txn_checker.check_txn,
+          "groups": group_checker.check_groups}
 
 
 @dataclass
@@ -56,20 +50,23 @@ class Options:
     target: str = "josefk"
     duration: float = 300.0
     seed: int = 1
-    faults: list[str] = field(default_factory=lambda: list(FAULTS))
+    faults: list[str] = field(default_factory=lambda: list(DEFAULT_FAULTS))
     out: Path = Path("chaos-runs")
     partitions: int = 6
     producers: int = 3
     rate: float = 100.0
     max_in_flight: int = 1
     schedule: Schedule = field(default_factory=Schedule)
+    # "queue" (idempotent producers, workload.py), "txn" (transactions, txn_workload.py)
+    # or "groups" (members joining, leaving, killed: group_workload.py).
+    workload: str = "queue"
 
 
 @dataclass
 class Outcome:
     """What a run produced: the checker's result and the files next to the history."""
 
-    result: checker.Result
+    result: checker.Result | txn_checker.TxnResult | group_checker.GroupResult
     history: Path
     timeline: Path
     report: Path
@@ -80,20 +77,16 @@ class Outcome:
         return self.result.ok
 
 
-class HarnessError(RuntimeError):
-    """The run could not complete (a broker would not start, the final read stalled)."""
-
-
 def run(options: Options) -> Outcome:
     """Run the workload under the nemesis, check the history, draw the timeline."""
     options.out.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
     faults = list(options.faults)
     reason = net.available()
-    if reason is not None and "partition" in faults:
-        faults.remove("partition")
-        notes.append(f"no partition faults: {reason}")
-        log.warning("no partition faults: %s", reason)
+    for fault in sorted(NEEDS_NETWORK & set(faults)) if reason is not None else []:
+        faults.remove(fault)
+        notes.append(f"no {fault} faults: {reason}")
+        log.warning("no %s faults: %s", fault, reason)
     history_path = options.out / "history.jsonl"
     with (
         _client_log(options.out / "clients.log"),
@@ -110,101 +103,17 @@ def run(options: Options) -> Outcome:
             faults=faults,
             network="namespaces" if network else "loopback",
             max_in_flight=options.max_in_flight,
+            workload=options.workload,
             notes=notes,
         )
-        _exercise(options, faults, cluster, network, history)
+        EXERCISES[options.workload](options, faults, cluster, network, history)
     events = checker.load(history_path)
-    result = checker.check(events)
+    result = CHECKS[options.workload](events)
     picture = options.out / "timeline.png"
     timeline.plot(events, picture)
     report = options.out / "report.txt"
     report.write_text(result.report() + "\n" + result.summary_line(options.seed) + "\n")
     return Outcome(result, history_path, picture, report, notes)
-
-
-def _exercise(
-    options: Options,
-    faults: list[str],
-    cluster: Cluster,
-    network: net.Network | None,
-    history: History,
-) -> None:
-    cluster.create_topic(TOPIC, options.partitions, 3, {"min.insync.replicas": "2"})
-    workload = Workload(
-        ",".join(b.bootstrap for b in cluster.brokers.values()),
-        TOPIC,
-        options.partitions,
-        options.producers,
-        options.rate,
-        max_in_flight=options.max_in_flight,
-    )
-    stop_faults, stop_sends, stop_polls = threading.Event(), threading.Event(), threading.Event()
-    nemesis = Nemesis(
-        cluster, network, history, TOPIC, options.partitions, faults, options.seed, options.schedule
-    )
-    producers = [ProducerProcess(i, workload, history) for i in range(options.producers)]
-    with _threads(stop_faults, stop_sends, stop_polls) as start:
-        start(nemesis.run, stop_faults)
-        sending = [start(p.run, stop_sends) for p in producers]
-        start(assigned_consumer, workload, history, stop_polls)
-        for i in range(1, workload.group_consumers + 1):
-            start(group_consumer, i, workload, history, stop_polls)
-        stop_faults.wait(options.duration)
-        stop_faults.set()
-        nemesis_thread = start.threads[0]
-        nemesis_thread.join()
-        if start.failures:
-            raise HarnessError(f"the nemesis failed: {start.failures[0]!r}")
-        history.record("phase", name="healed")
-        stop_sends.set()
-        for thread in sending:
-            thread.join()
-        cluster.restore()
-        cluster.wait_in_sync(TOPIC, options.partitions, timeout=RECOVERY_TIMEOUT)
-        stop_polls.set()
-    history.record("phase", name="final-read")
-    if not final_read(workload, history, FINAL_READ_TIMEOUT):
-        raise HarnessError(
-            f"the final read did not reach every high watermark within {FINAL_READ_TIMEOUT:.0f}s"
-        )
-    history.record("phase", name="done")
-    log.info("nemesis injected %d faults", nemesis.injected)
-
-
-class _Starter:
-    """Starts daemon threads and remembers what they raised."""
-
-    def __init__(self) -> None:
-        self.threads: list[threading.Thread] = []
-        self.failures: list[BaseException] = []
-
-    def __call__(self, target: Any, *args: Any) -> threading.Thread:
-        def body() -> None:
-            try:
-                target(*args)
-            except BaseException as exc:  # noqa: BLE001 - reported by the runner
-                log.exception("%s failed", getattr(target, "__qualname__", target))
-                self.failures.append(exc)
-
-        thread = threading.Thread(target=body, daemon=True)
-        thread.start()
-        self.threads.append(thread)
-        return thread
-
-
-@contextlib.contextmanager
-def _threads(*stops: threading.Event) -> Iterator[_Starter]:
-    """Threads that all end once every event in ``stops`` is set, as it is on the way out."""
-    starter = _Starter()
-    try:
-        yield starter
-    finally:
-        for stop in stops:
-            stop.set()
-        for thread in starter.threads:
-            thread.join(timeout=60)
-    if starter.failures:
-        raise HarnessError(f"a workload thread failed: {starter.failures[0]!r}")
 
 
 @contextlib.contextmanager

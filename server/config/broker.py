@@ -17,8 +17,8 @@ the topic-to-broker synonyms of ``ServerTopicConfigSynonyms`` and the dynamic
   ``controller.socket.timeout.ms``, ``inter.broker.protocol.version``) and
   ``cluster.id`` are accepted (Kafka 4 has none of them); ``zookeeper.connect`` turns
   cluster mode on. ``default.replication.factor`` must be >= 1.
-* Accepted and reported by DescribeConfigs but without effect (their documentation
-  says so): the thread counts (``num.network.threads``, ``num.io.threads``,
+* Accepted and reported by DescribeConfigs (with their documentation) but without
+  effect: the thread counts (``num.network.threads``, ``num.io.threads``,
   ``background.threads``, ``num.replica.fetchers``) since josefk serves everything
   from one trio thread (``num.recovery.threads.per.data.dir`` does set how many logs
   are flushed and closed at once at shutdown),
@@ -27,6 +27,9 @@ the topic-to-broker synonyms of ``ServerTopicConfigSynonyms`` and the dynamic
   ``share.coordinator.state.topic.*``).
 
 Unknown keys are kept in ``BrokerConfig.unknown`` with a warning, as Kafka does.
+Dynamic broker configs (``config.dynamic``) are two more layers over the static
+settings: ``from_properties``/``with_dynamic`` take the cluster-wide defaults and this
+broker's own, and ``values`` and the typed attributes are the result.
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ from types import MappingProxyType
 from typing import Any
 
 from josefk.log.config import InvalidConfigError, LogConfig
-from josefk.server.config.keys import BROKER_KEYS, TOPIC_KEYS, ConfigKey, broker_synonyms
+from josefk.server.config.describe import describe_broker, describe_topic
+from josefk.server.config.keys import BROKER_KEYS, TOPIC_KEYS, ConfigKey
+from josefk.server.config.listener_overrides import PREFIX as LISTENER_PREFIX
 from josefk.server.config.listener_overrides import ListenerOverrides
 from josefk.server.config.listeners import (
     Listener,
@@ -54,9 +59,6 @@ from josefk.server.config.values import (
     INT32_MAX,
     ConfigEntry,
     ConfigError,
-    ConfigSource,
-    ConfigSynonym,
-    ConfigType,
     jtrim,
     parse_java_int,
     parse_value,
@@ -180,19 +182,30 @@ class BrokerConfig:
     originals: Mapping[str, str]
     unknown: Mapping[str, str]
     listener_overrides: ListenerOverrides
+    static_props: Mapping[str, str]
+    dynamic_default: Mapping[str, str]
+    dynamic_broker: Mapping[str, str]
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
-        """Parse and validate ``props`` (server.properties keys); ConfigError if invalid."""
-        props = dict(props)
+    def from_properties(cls, props: Mapping[str, str],
+                        dynamic_default: Mapping[str, str] | None = None,
+                        dynamic_broker: Mapping[str, str] | None = None) -> BrokerConfig:
+        """Parse and validate ``props`` (server.properties keys) under the dynamic
+        cluster-wide defaults and per-broker settings, which win in that order;
+        ConfigError if invalid."""
+        static = dict(props)
+        dynamic_default = dict(dynamic_default or {})
+        dynamic_broker = dict(dynamic_broker or {})
+        props = {**static, **dynamic_default, **dynamic_broker}
         overrides = ListenerOverrides.take(props)
         values: dict[str, Any] = {}
         unknown: dict[str, str] = {}
         for key, raw in props.items():
             spec = BROKER_KEYS.get(key)
             if spec is None:
-                logger.warning("The configuration '%s' was supplied but isn't a known config.",
-                               key)
+                if key in static:
+                    logger.warning("The configuration '%s' was supplied but isn't a known "
+                                   "config.", key)
                 unknown[key] = raw
             else:
                 values[key] = parse_value(key, raw, spec.type, spec.validator)
@@ -209,8 +222,13 @@ class BrokerConfig:
         special: dict[str, Any] = {
             "node_id": node_id, "listeners": listeners, "advertised_listeners": advertised,
             "log_dirs": log_dirs, "log_cleanup_policy": tuple(values["log.cleanup.policy"]),
-            "values": MappingProxyType(values), "originals": MappingProxyType(props),
+            "values": MappingProxyType(values),
+            "originals": MappingProxyType({k: v for k, v in static.items()
+                                           if not k.startswith(LISTENER_PREFIX)}),
             "unknown": MappingProxyType(unknown), "listener_overrides": overrides,
+            "static_props": MappingProxyType(static),
+            "dynamic_default": MappingProxyType(dynamic_default),
+            "dynamic_broker": MappingProxyType(dynamic_broker),
             **derived, **limits,
         }
         kwargs = {f.name: special[f.name] if f.name in special else values[f.name.replace("_", ".")]
@@ -218,7 +236,13 @@ class BrokerConfig:
         return cls(**kwargs)
 
     def __hash__(self) -> int:
-        return hash((self.node_id, tuple(sorted(self.originals.items()))))
+        return hash((self.node_id, *(tuple(sorted(m.items())) for m in (
+            self.static_props, self.dynamic_default, self.dynamic_broker))))
+
+    def with_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]
+                     ) -> BrokerConfig:
+        """This broker's static config under new dynamic settings; ConfigError if invalid."""
+        return BrokerConfig.from_properties(self.static_props, default, broker)
 
     def listener_value(self, listener: str, key: str) -> Any:
         """``key``'s value for one listener: ``listener.name.<listener>.<key>`` if set."""
@@ -239,40 +263,9 @@ class BrokerConfig:
         return _log_config(topic_config_values(overrides, self))
 
     def describe(self, per_broker: bool = True) -> list[ConfigEntry]:
-        """DescribeConfigs(BROKER) for every known broker key, sorted by name.
-
-        ``per_broker`` False describes the cluster-wide default resource (empty name),
-        whose static settings Kafka does not report.
-        """
-        entries = []
-        for name, spec in sorted(BROKER_KEYS.items()):
-            value = to_string(self.values[name], spec.type)
-            synonyms = self._synonyms(name) if per_broker else []
-            entries.append(ConfigEntry(
-                name=name, value=value,
-                source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
-                read_only=not spec.dynamic, is_sensitive=spec.type == ConfigType.PASSWORD,
-                config_type=spec.type, documentation=spec.doc, synonyms=tuple(synonyms)))
-        return entries
-
-    def _synonyms(self, name: str) -> list[ConfigSynonym]:
-        """Kafka's ``ConfigHelper.configSynonyms``: static settings, then defaults."""
-        names = broker_synonyms(name)
-        found = [ConfigSynonym(n, self._original_string(n), ConfigSource.STATIC_BROKER_CONFIG)
-                 for n in names if self.is_set(n)]
-        for n in names:
-            default = BROKER_KEYS[n].default
-            if default is not None:
-                found.append(ConfigSynonym(n, to_string(default, BROKER_KEYS[n].type),
-                                           ConfigSource.DEFAULT_CONFIG))
-        while found and found[0].name != name:
-            found.pop(0)
-        return found
-
-    def _original_string(self, key: str) -> str | None:
-        if key in ("node.id", "broker.id"):
-            return str(self.node_id)
-        return self.originals.get(key)
+        """DescribeConfigs(BROKER): this broker (``per_broker``), else the cluster-wide
+        dynamic defaults (``describe.describe_broker``)."""
+        return describe_broker(self, per_broker)
 
 
 def _node_id(props: Mapping[str, str], values: dict[str, Any]) -> int:
@@ -443,31 +436,5 @@ def topic_config_values(overrides: Mapping[str, str],
 
 
 def topic_config_entries(overrides: Mapping[str, str], broker: BrokerConfig) -> list[ConfigEntry]:
-    """DescribeConfigs(TOPIC): every topic config, sorted by name.
-
-    Source is DYNAMIC_TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when a broker
-    synonym is set in server.properties (or an override flag), else DEFAULT_CONFIG;
-    synonyms list the override, the static broker settings, then the defaults.
-    """
-    entries = []
-    for name, spec in sorted(TOPIC_KEYS.items()):
-        synonyms: list[ConfigSynonym] = []
-        if name in overrides:
-            try:
-                value = to_string(parse_value(name, overrides[name], spec.type), spec.type)
-            except ConfigError:
-                value = overrides[name]
-            synonyms.append(ConfigSynonym(name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        else:
-            value = to_string(_broker_topic_default(spec, broker), spec.type)
-        synonyms += [ConfigSynonym(n, broker.originals[n], ConfigSource.STATIC_BROKER_CONFIG)
-                     for n in spec.synonyms if broker.is_set(n)]
-        synonyms += [ConfigSynonym(n, to_string(BROKER_KEYS[n].default, BROKER_KEYS[n].type),
-                                   ConfigSource.DEFAULT_CONFIG)
-                     for n in spec.synonyms if BROKER_KEYS[n].default is not None]
-        entries.append(ConfigEntry(
-            name=name, value=value,
-            source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
-            read_only=False, is_sensitive=False, config_type=spec.type,
-            documentation=spec.doc, synonyms=tuple(synonyms)))
-    return entries
+    """DescribeConfigs(TOPIC): every topic config, sorted by name (``describe_topic``)."""
+    return describe_topic(broker, overrides, lambda spec: _broker_topic_default(spec, broker))

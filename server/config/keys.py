@@ -3,9 +3,11 @@ configs (``LogConfig``), each with its type, default, validator, update mode and
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
@@ -175,6 +177,11 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("replica.socket.timeout.ms", INT, 30000),
     K("replica.socket.receive.buffer.bytes", INT, 65536),
     K("replica.high.watermark.checkpoint.interval.ms", LONG, 5000),
+    # client and replication quotas (josefk.server.quotas)
+    K("quota.window.num", INT, 11, _at_least(1)),
+    K("quota.window.size.seconds", INT, 1, _at_least(1)),
+    K("replication.quota.window.num", INT, 11, _at_least(1)),
+    K("replication.quota.window.size.seconds", INT, 1, _at_least(1)),
     # log
     K("log.dir", LIST, [DEFAULT_LOG_DIR], _non_empty),
     K("log.dirs", LIST, None, _non_empty),
@@ -229,6 +236,26 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("group.min.session.timeout.ms", INT, 6000),
     K("group.max.session.timeout.ms", INT, 1800000),
     K("group.max.size", INT, INT32_MAX, _at_least(1)),
+    # KIP-848 consumer groups
+    K("group.consumer.session.timeout.ms", INT, 45000, _at_least(1)),
+    K("group.consumer.min.session.timeout.ms", INT, 45000, _at_least(1)),
+    K("group.consumer.max.session.timeout.ms", INT, 60000, _at_least(1)),
+    K("group.consumer.heartbeat.interval.ms", INT, 5000, _at_least(1)),
+    K("group.consumer.min.heartbeat.interval.ms", INT, 5000, _at_least(1)),
+    K("group.consumer.max.heartbeat.interval.ms", INT, 15000, _at_least(1)),
+    K("group.consumer.max.size", INT, INT32_MAX, _at_least(1)),
+    K("group.consumer.assignment.interval.ms", INT, 1000, _at_least(0)),
+    K("group.consumer.min.assignment.interval.ms", INT, 0, _at_least(0)),
+    K("group.consumer.max.assignment.interval.ms", INT, 15000, _at_least(0)),
+    K("group.consumer.assignors", LIST, ["uniform", "range"],
+      _each_one_of("uniform", "range",
+                   "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                   "org.apache.kafka.coordinator.group.assignor.RangeAssignor")),
+    K("group.consumer.migration.policy", STR, "bidirectional",
+      _one_of("disabled", "downgrade", "upgrade", "bidirectional"),
+      doc="josefk converts only empty groups between the classic and consumer protocols."),
+    K("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer", "streams"],
+      _each_one_of("classic", "consumer", "streams", "share"), doc=NO_EFFECT),
     # transactions
     K("transaction.state.log.num.partitions", INT, 50, _at_least(1)),
     K("transaction.state.log.replication.factor", SHORT, 3, _at_least(1)),
@@ -282,7 +309,9 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     # security: authorization (Kafka 3.9's AclAuthorizer, Kafka 4's StandardAuthorizer)
     K("authorizer.class.name", STR, "", _one_of("", *AUTHORIZERS)),
     K("super.users", STR, None, doc="Principals allowed everything, separated by ';'."),
-    K("allow.everyone.if.no.acl.found", BOOL, False),
+    K("allow.everyone.if.no.acl.found", BOOL, False,
+      doc="Whether a resource without any ACL is open to every principal (else only to "
+      "super.users)."),
     # josefk only: Prometheus metrics and the console page over HTTP
     K("metrics.port", INT, -1, _between(-1, 65535),
       doc="josefk only: serve /metrics (Prometheus) and the console here; -1: off, 0: an "
@@ -344,6 +373,27 @@ TOPIC_KEYS: Mapping[str, ConfigKey] = _table(
     K("unclean.leader.election.enable", BOOL, False, synonyms=("unclean.leader.election.enable",)),
 )
 del K
+
+
+def _with_table(keys: Mapping[str, ConfigKey], table: Mapping[str, Any]
+                ) -> Mapping[str, ConfigKey]:
+    """Each key with its documentation and update mode from ``config_keys.json`` (a topic
+    config's is always dynamic) where the table has the key."""
+    return _table(*(replace(k, doc=table[k.name]["doc"],
+                            dynamic=table[k.name].get("mode", "dynamic") != "read-only")
+                    if k.name in table else k for k in keys.values()))
+
+
+# A hand-maintained table: each key's type and update mode (read-only, per-broker,
+# cluster-wide) as Kafka 4.3 defines them, with our own documentation of the key.
+_TABLE = json.loads(resources.files(__package__).joinpath("config_keys.json").read_text())
+BROKER_KEYS = _with_table(BROKER_KEYS, _TABLE["broker"])
+TOPIC_KEYS = _with_table(TOPIC_KEYS, _TABLE["topic"])  # their dynamic flag: unused
+#: Dynamic keys Kafka updates per broker only (refused for the cluster-wide default).
+PER_BROKER_KEYS = frozenset(n for n, v in _TABLE["broker"].items() if v["mode"] == "per-broker")
+#: Key and trust store keys: dynamic only as listener.name.<listener>.<key>.
+LISTENER_ONLY_KEYS = frozenset(_TABLE["security"])
+del _TABLE
 
 # DynamicBrokerConfig.brokerConfigSynonyms: keys that stand in for one another.
 _BROKER_SYNONYM_GROUPS = (

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from josefk.cluster.configs.zk_store import ZkEntityConfigStore
 from josefk.cluster.controller.controller import Controller, ControllerConfig
 from josefk.cluster.controller.membership import (
     Membership,
@@ -79,15 +80,18 @@ class ClusterNode:
         self.zk = KazooZooKeeper(config.zookeeper_connect, session_ms, connect_ms)
         self.cache = MetadataCache()
         self.security = ZkSecurityStore(self.zk)
+        self.entity_configs = ZkEntityConfigStore(self.zk)
         self.listener = inter_broker_listener(config)
         self.store = ZkMetadataStore(
             self.zk, self.cache, self.listener, cluster_id="",
-            validate_configs=lambda configs: validate_topic_configs(configs, broker=config),
+            validate_configs=lambda configs: validate_topic_configs(
+                configs, broker=self.broker.config),
             default_num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             wait_timeout_s=config.request_timeout_ms / 1000,
             on_config_change=self._on_topic_config_change,
-            on_user_change=self.security.reload_sanitized_user)
+            on_user_change=self.security.reload_sanitized_user,
+            on_entity_change=self.entity_configs.on_change)
         self.membership: Membership | None = None
         self.controller_epoch = -1
         self.node_id = broker.node_id
@@ -113,6 +117,7 @@ class ClusterNode:
         self.store._cluster_id = cluster_id
         self.broker.cluster_id = cluster_id
         await self.security.load(acl_paths=self.broker.authorizer.enabled)
+        await self.entity_configs.load()
 
     async def join(self, nursery: trio.Nursery, endpoints: tuple[Endpoint, ...]) -> None:
         """Register (listeners are up, ``endpoints`` the advertised ones) and take part in
@@ -120,7 +125,7 @@ class ClusterNode:
         registration = BrokerRegistration(self.broker.node_id, endpoints,
                                           self.config.values["broker.rack"])
         self.membership = Membership(self.zk, registration, self._make_controller)
-        self.fetchers = ReplicaFetchers(self, nursery)
+        self.fetchers = ReplicaFetchers(self, nursery, self.broker.replication_quotas.follower)
         self.isr_updates = IsrUpdates(self, nursery, self._led_partitions)
         nursery.start_soon(self.isr_updates.shrink_forever)
         await self.membership.register()
@@ -145,9 +150,18 @@ class ClusterNode:
 
     def _unclean_enabled(self, topic: str) -> bool:
         value = self.store.configs.get(topic, {}).get("unclean.leader.election.enable")
-        if value is None:
-            return self.config.unclean_leader_election_enable
+        if value is None:  # the broker default, which may change (dynamic broker configs)
+            return self.broker.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
+
+    def on_unclean_default_enabled(self) -> None:
+        """``unclean.leader.election.enable`` turned on for the broker: offline partitions
+        of topics without an override may now elect (Kafka's
+        ``enableDefaultUncleanLeaderElection``)."""
+        controller = self.controller
+        if controller is not None:
+            for topic in self.cache.topics():
+                controller.put(lambda t=topic: controller.on_topic_config_change(t))
 
     def _on_topic_config_change(self, topic: str) -> None:
         self.broker.reconfigure(topic)

@@ -120,6 +120,8 @@ def offset_for(partition: Partition, timestamp: int, read_committed: bool,
         return -1, log.log_start_offset
     if timestamp == LATEST_TIERED:
         return -1, -1
+    if timestamp == EARLIEST_PENDING_UPLOAD:
+        return None  # no tiered storage, nothing pending upload: Kafka answers offset -1
     found = log.max_timestamp_offset() if timestamp == MAX_TIMESTAMP else \
         log.offset_for_timestamp(timestamp)
     if found is None or found.timestamp < 0 or found.offset >= fetchable:

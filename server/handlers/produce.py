@@ -1,4 +1,4 @@
-"""Produce: append each partition's record batch as leader."""
+"""Produce: append each partition's record batch as leader (v13: topics named by id)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from josefk.log.errors import StorageError
 from josefk.log.log import RecordValidationError
 from josefk.protocol.error_codes import (
     CORRUPT_MESSAGE,
+    INVALID_PRODUCER_ID_MAPPING,
     INVALID_TOPIC_EXCEPTION,
     INVALID_TXN_STATE,
     NONE,
@@ -25,16 +26,22 @@ from josefk.protocol.error_codes import (
     REQUEST_TIMED_OUT,
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.header import Buffer
 from josefk.protocol.messages import Request
+from josefk.protocol.produce_request import TOPIC_ID_VERSION, ProduceRequestData
 from josefk.protocol.produce_response import PartitionResult, encode_produce_response
 from josefk.protocol.record_batch import RecordBatchError
 from josefk.server.handlers import Response
 from josefk.server.network.connection import CloseConnection
 from josefk.server.security.checks import produce_denied_topics
-from josefk.server.transactions.verification import produce_error, transactional_producer
+from josefk.server.transactions.verification import (
+    ADD_PRODUCE_VERSION,
+    produce_error,
+    transactional_producer,
+)
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -57,14 +64,21 @@ class Guard(NamedTuple):
 
 async def handle(broker: Broker, request: Request) -> Response:
     body = request.body
+    if request.api_version >= TOPIC_ID_VERSION:
+        body = _named(broker, body)
     denied: frozenset[str] = frozenset()
     if broker.authorizer.enabled:
         if not _transactional_id_allowed(broker, body):
             return _refuse_all(request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = produce_denied_topics(broker.authorizer, body)
+    if len(_transactional_producers(body, denied)) > 1:
+        # Kafka's handleProduceAppend throws InvalidPidMappingException: the whole request.
+        logger.info("produce refused: transactional batches of more than one producer id")
+        return _refuse_all(request, INVALID_PRODUCER_ID_MAPPING)
     refused: dict[TopicPartition, int] = {}
     guards: dict[TopicPartition, Guard] = {}
-    if body.transactional_id and broker.txn_verifier.enabled:
+    add = request.api_version >= ADD_PRODUCE_VERSION
+    if body.transactional_id and broker.txn_verifier.checks(add):
         refused, guards = await _verify(broker, body, request.api_version, denied)
     topics = []
     failed = False
@@ -74,7 +88,9 @@ async def handle(broker: Broker, request: Request) -> Response:
         partitions = []
         for data in topic_data.partition_data:
             key = TopicPartition(topic_data.name, data.index)
-            if topic_data.name in denied:
+            if topic_data.topic_id is not None and not topic_data.name:  # an unknown id
+                result, appended = PartitionResult(data.index, UNKNOWN_TOPIC_ID), None
+            elif topic_data.name in denied:
                 result, appended = PartitionResult(data.index, TOPIC_AUTHORIZATION_FAILED), None
             elif key in refused:
                 result, appended = _refused(data.index, refused[key]), None
@@ -85,7 +101,7 @@ async def handle(broker: Broker, request: Request) -> Response:
             partitions.append(result)
             if body.acks == -1 and appended is not None:
                 waiting.append((result, *appended))
-        topics.append((topic_data.name, partitions))
+        topics.append((_topic_key(topic_data, request.api_version), partitions))
     if waiting:
         await _until_replicated(broker, waiting, body.timeout_ms / 1000)
     if failed and broker.metrics is not None:
@@ -111,22 +127,45 @@ def _transactional_id_allowed(broker: Broker, body: Any) -> bool:
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id))
 
 
+def _named(broker: Broker, body: ProduceRequestData) -> ProduceRequestData:
+    """Produce v13+: each topic id's name, or "" for ids this broker does not know."""
+    return body._replace(topic_data=[
+        t._replace(name=(broker.topic_name_for_id(t.topic_id) if t.topic_id else None) or "")
+        for t in body.topic_data])
+
+
+def _topic_key(topic_data: Any, version: int) -> Any:
+    """How the response names a topic: by id from v13, else by name."""
+    return topic_data.topic_id if version >= TOPIC_ID_VERSION else topic_data.name
+
+
+def _transactional_producers(body: Any, denied: frozenset[str]) -> set[tuple[int, int]]:
+    """The (producer id, epoch) pairs of the transactional batches the request may write
+    (none looked for in a request of one partition: it cannot hold two)."""
+    if sum(len(t.partition_data) for t in body.topic_data) < 2:
+        return set()
+    return {found for t in body.topic_data if t.name not in denied for d in t.partition_data
+            if (found := transactional_producer(d.records)) is not None}
+
+
 def _refuse_all(request: Request, error: int) -> Response:
     """Kafka's ProduceRequest error response: every partition gets ``error``; with acks=0
     there is none, and the connection is closed instead."""
     body = request.body
     if body.acks == 0:
         raise CloseConnection(f"acks=0 produce refused: error {error}")
-    topics = [(t.name, [PartitionResult(p.index, error) for p in t.partition_data])
+    topics = [(_topic_key(t, request.api_version),
+               [PartitionResult(p.index, error) for p in t.partition_data])
               for t in body.topic_data]
     return [encode_produce_response(request.api_version, request.correlation_id, topics)]
 
 
 async def _verify(broker: Broker, body: Any, version: int, denied: frozenset[str]
                   ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, Guard]]:
-    """KIP-890 part 1: ask the coordinator about each partition where this transactional
-    produce would start the producer's transaction; (refused partitions with the produce
-    error, guards of the verified ones). Topics the producer may not write are left out."""
+    """KIP-890: ask the coordinator about each partition where this transactional produce
+    would start the producer's transaction (part 1: is it in the transaction? part 2,
+    Produce v12+: add it); (refused partitions with the produce error, guards of the
+    verified ones). Topics the producer may not write are left out."""
     verifier = broker.txn_verifier
     guards: dict[TopicPartition, Guard] = {}
     producer = None
@@ -139,12 +178,13 @@ async def _verify(broker: Broker, body: Any, version: int, denied: frozenset[str
             if found is None or partition is None or not partition.is_leader:
                 continue  # the append answers for these
             producer = found
-            if verifier.needs(partition, found[0]):
+            if verifier.needs(partition, *found):
                 guards[TopicPartition(topic_data.name, data.index)] = Guard(
                     partition, found[0], verifier.start(partition, found[0]))
     if not guards or producer is None:
         return {}, {}
-    answers = await verifier.verify(body.transactional_id, *producer, list(guards))
+    answers = await verifier.verify(body.transactional_id, *producer, list(guards),
+                                    add=version >= ADD_PRODUCE_VERSION)
     refused = {}
     for tp, code in answers.items():
         if code != NONE:

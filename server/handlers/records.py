@@ -191,7 +191,8 @@ def _hosted(broker: Broker, topic: str, index: int) -> Partition | int:
 
 
 async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response:
-    """DescribeLogDirs v1-4: each log dir with the sizes of the requested partitions."""
+    """DescribeLogDirs v1-5: each log dir with the sizes of the requested partitions (v5:
+    never cordoned, KIP-1066's cordoning being Kafka 4.3's alone)."""
     body = request.body
     if not broker.authorizer.cluster_allowed(AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "results": []}
@@ -222,7 +223,7 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response
             error_code=NONE, log_dir=str(log_dir.absolute()),
             topics=[LogDirTopic(name=name, partitions=partitions)
                     for name, partitions in by_topic.items()],
-            total_bytes=usage.total, usable_bytes=usage.free))
+            total_bytes=usage.total, usable_bytes=usage.free, is_cordoned=False))
     return {"throttle_time_ms": 0, "error_code": NONE, "results": results}
 
 

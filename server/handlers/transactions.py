@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import re2
 from kafka.protocol.admin.transactions import DescribeTransactionsResponse, ListTransactionsResponse
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import AddPartitionsToTxnResponse, WriteTxnMarkersResponse
@@ -22,7 +23,12 @@ from josefk.cluster.coordinator.transaction.effects import (
     unknown_partition_errors,
 )
 from josefk.cluster.coordinator.transaction.records import TopicPartition
-from josefk.cluster.coordinator.transaction.state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnError
+from josefk.cluster.coordinator.transaction.state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TV2,
+    TxnError,
+)
 from josefk.cluster.metadata.store import INTERNAL_TOPICS
 from josefk.cluster.security.acls import AclOperation as Op
 from josefk.cluster.security.acls import ResourceType as Rt
@@ -36,6 +42,16 @@ if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
 logger = logging.getLogger(__name__)
+
+#: KIP-890 part 2: EndTxn v5 bumps the epoch on every transaction and answers the new one;
+#: AddPartitionsToTxn v5 is a leader adding a partition for a Produce v12+.
+END_TXN_V2_VERSION = 5
+ADD_PARTITIONS_V2_VERSION = 5
+#: ListTransactions v2 filters by a transactional id pattern (KIP-1152); one that does not
+#: compile is Kafka's INVALID_REGULAR_EXPRESSION. Matched with RE2, in linear time: a client's
+#: pattern cannot stall the event loop (Java's backreferences and lookarounds are refused).
+PATTERN_VERSION = 2
+INVALID_REGULAR_EXPRESSION = 128
 
 TxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
@@ -131,7 +147,8 @@ def _exists(broker: Broker, tp: TopicPartition) -> bool:
 
 async def _add_or_verify(broker: Broker, transactional_id: str, producer_id: int,
                          producer_epoch: int, topics: Iterable[Any], verify_only: bool,
-                         from_client: bool = False) -> dict[TopicPartition, int]:
+                         from_client: bool = False, txn_version: int = 0
+                         ) -> dict[TopicPartition, int]:
     partitions = _partitions(topics)
     service = broker.txn_service
     if from_client:
@@ -145,7 +162,7 @@ async def _add_or_verify(broker: Broker, transactional_id: str, producer_id: int
     if refused is not None:
         return refused
     error = await service.add_partitions(transactional_id, producer_id, producer_epoch,
-                                         partitions)
+                                         partitions, txn_version)
     return dict.fromkeys(partitions, error)
 
 
@@ -183,9 +200,12 @@ async def handle_add_partitions(broker: Broker, request: Request) -> Response:
         return {"throttle_time_ms": 0, "error_code": ec.CLUSTER_AUTHORIZATION_FAILED,
                 "results_by_transaction": []}
     results = []
+    # v5: a partition leader adds the partitions of a Produce v12+ (transactions v2).
+    txn_version = TV2 if version >= ADD_PARTITIONS_V2_VERSION else 0
     for txn in body.transactions:
         errors = await _add_or_verify(broker, txn.transactional_id, txn.producer_id,
-                                      txn.producer_epoch, txn.topics, txn.verify_only)
+                                      txn.producer_epoch, txn.topics, txn.verify_only,
+                                      txn_version=txn_version)
         results.append(TxnResult(transactional_id=txn.transactional_id,
                                  topic_results=_topic_results(errors, version)))
     return {"throttle_time_ms": 0, "error_code": ec.NONE, "results_by_transaction": results}
@@ -212,11 +232,13 @@ async def handle_end_txn(broker: Broker, request: Request) -> Response:
     if not broker.authorizer.allowed(Op.WRITE, Rt.TRANSACTIONAL_ID, body.transactional_id):
         return {"throttle_time_ms": 0, "error_code": ec.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
-    error = await broker.txn_service.end_txn(body.transactional_id, body.producer_id,
-                                             body.producer_epoch, body.committed)
+    txn_version = TV2 if request.api_version >= END_TXN_V2_VERSION else 0
+    error, producer_id, epoch = await broker.txn_service.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+        txn_version)
     return {"throttle_time_ms": 0,
             "error_code": error_for_version(error, END_TXN, request.api_version),
-            "producer_id": -1, "producer_epoch": -1}
+            "producer_id": producer_id, "producer_epoch": epoch}
 
 
 # --- DescribeTransactions, ListTransactions --------------------------------------------------
@@ -252,6 +274,14 @@ async def handle_describe(broker: Broker, request: Request) -> Response:
 async def handle_list(broker: Broker, request: Request) -> Response:
     body = request.body
     duration = body.duration_filter if request.api_version >= 1 else -1
+    pattern = body.transactional_id_pattern if request.api_version >= PATTERN_VERSION else None
+    try:
+        # As Java's Pattern.matcher(id).matches(): the whole id.
+        matches = re2.compile(pattern).fullmatch if pattern else None
+    except re2.error:
+        logger.info("ListTransactions: invalid transactional id pattern %r", pattern[:200])
+        return {"throttle_time_ms": 0, "error_code": INVALID_REGULAR_EXPRESSION,
+                "unknown_state_filters": [], "transaction_states": []}
     listing = broker.txn_service.coordinator.list_transactions(
         body.producer_id_filters, body.state_filters, duration)
     hidden = broker.authorizer.denied_names(Op.DESCRIBE, Rt.TRANSACTIONAL_ID,
@@ -260,7 +290,8 @@ async def handle_list(broker: Broker, request: Request) -> Response:
             "unknown_state_filters": list(listing.unknown_state_filters),
             "transaction_states": [
                 ListedTxn(transactional_id=t, producer_id=pid, transaction_state=state)
-                for t, pid, state in listing.transactions if t not in hidden]}
+                for t, pid, state in listing.transactions
+                if t not in hidden and (matches is None or matches(t))]}
 
 
 # --- WriteTxnMarkers -------------------------------------------------------------------------

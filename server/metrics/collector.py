@@ -19,6 +19,7 @@ from prometheus_client.core import (
 )
 
 from josefk.server.metrics.loop import IdleInstrument
+from josefk.server.metrics.quotas import quota_metrics
 from josefk.server.metrics.recorder import PHASES, Recorder
 
 TP = tuple[str, int]
@@ -35,6 +36,8 @@ class MetricsHost(Protocol):
     group_coordinator: Any
     txn_service: Any
     log_cleaner: Any
+    client_quotas: Any  # ClientQuotas
+    replication_quotas: Any  # ReplicationQuotas
 
 
 class Lag:
@@ -73,6 +76,7 @@ class BrokerCollector:
         yield from self._coordinators()
         yield from self._cleaner()
         yield from self._lag()
+        yield from quota_metrics(self.host.client_quotas, self.host.replication_quotas)
 
     # --- the request path -------------------------------------------------------------
 

@@ -49,6 +49,10 @@ Dispatch = Callable[[Request], Awaitable[Sequence[Part] | None]]
 #: The peer host of the connection whose request is being handled (each connection
 #: runs in its own task, so its own context); Kafka reports it as ``/host``.
 client_host: ContextVar[str] = ContextVar("client_host", default="")
+#: Seconds the request being handled earned its client in throttling (client quotas):
+#: the dispatcher sets it; the answer goes out, then the connection reads nothing more
+#: for that long (Kafka mutes the channel after the response, KIP-219).
+throttle_s: ContextVar[float] = ContextVar("throttle_s", default=0.0)
 
 
 class RequestObserver(Protocol):
@@ -312,6 +316,11 @@ class Connection:
             observer.handled(request)
         if parts is not None:
             await self._send(parts)
+        mute = throttle_s.get()
+        if mute:
+            throttle_s.set(0.0)
+            await self._flush()
+            await trio.sleep(mute)
 
     @staticmethod
     def _sasl(auth: Authenticator, request: Request) -> Answer:

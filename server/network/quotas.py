@@ -91,6 +91,17 @@ class ConnectionQuotas:
                    resolve_overrides(config.max_connections_per_ip_overrides),
                    [x.name for x in config.listeners], inter_broker_listener(config))
 
+    def reconfigure(self, max_connections: int, max_per_ip: int,
+                    per_ip_overrides: Mapping[IPAddress, int]) -> None:
+        """New limits (dynamic broker configs), as Kafka's ``ConnectionQuotas``: they
+        apply to connections accepted from now on (open ones stay); an acceptor waiting
+        for a slot checks again."""
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides)
+        self._slot_freed.set()
+        self._slot_freed = trio.Event()
+
     def protected(self, listener: str) -> bool:
         """KIP-402: the inter-broker listener, when there is another."""
         return listener == self.inter_broker and len(self.listener_counts) > 1

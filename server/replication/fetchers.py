@@ -34,6 +34,7 @@ from josefk.protocol.record_batch import (
     RecordBatchError,
 )
 from josefk.server.network.peer import PeerConnection, PeerError
+from josefk.server.quotas.replication import ReplicaQuota
 from josefk.server.replication.session_handler import FetchSessionHandler, FetchState
 from josefk.server.security.client import PeerSecurity
 
@@ -96,6 +97,7 @@ class _Following:
     retry_at: float = 0.0
     since_round: int = 0  # the first fetch round that may carry it
     partition: Partition | None = None
+    caught_up: bool = False  # at the leader's high watermark after the last fetch
 
 
 class ReplicaFetcher:
@@ -106,9 +108,11 @@ class ReplicaFetcher:
     changed, not to the thousands of partitions a broker may follow.
     """
 
-    def __init__(self, host: ReplicationHost, leader_id: int) -> None:
+    def __init__(self, host: ReplicationHost, leader_id: int,
+                 quota: ReplicaQuota | None = None) -> None:
         self.host = host
         self.leader_id = leader_id
+        self.quota = quota  # follower.replication.throttled.rate
         self.partitions: dict[TP, _Following] = {}
         self._dirty: set[TP] = set()  # to look at again before the next round
         self._round_id = 0
@@ -189,6 +193,11 @@ class ReplicaFetcher:
                 if following.retry_at <= now:
                     truncating[tp] = (following, partition)
                 continue
+            if self._throttled(tp, following):
+                # Kafka's shouldFollowerThrottle: left out of the fetch while over the rate.
+                self.session.drop(tp)
+                later.add(tp)
+                continue
             log = partition.log
             self.session.want(tp, FetchState(log.log_end_offset, partition.leader_epoch,
                                              log.leader_epochs.latest_epoch,
@@ -205,6 +214,11 @@ class ReplicaFetcher:
         else:
             with trio.move_on_after(self.backoff_s):
                 await self._changed.wait()
+
+    def _throttled(self, tp: TP, following: _Following) -> bool:
+        quota = self.quota
+        return (quota is not None and quota.enabled and not following.caught_up
+                and quota.is_throttled(*tp) and quota.exceeded())
 
     def _back_off(self, following: _Following) -> None:
         following.retry_at = trio.current_time() + self.backoff_s
@@ -382,6 +396,11 @@ class ReplicaFetcher:
         try:
             records = whole_batches(bytes(data.records or b""))
             partition.append_as_follower(records, data.high_watermark, data.log_start_offset)
+            following.caught_up = partition.log.log_end_offset >= data.high_watermark
+            quota = self.quota
+            if (quota is not None and quota.enabled and records
+                    and quota.is_throttled(partition.topic, partition.index)):
+                quota.record(len(records))
         except RecordBatchError as e:
             logger.error("broker %d: cannot append %s-%d from broker %d: %s",
                          self.host.node_id, partition.topic, partition.index, self.leader_id, e)
@@ -392,9 +411,11 @@ class ReplicaFetcher:
 class ReplicaFetchers:
     """One `ReplicaFetcher` per leading broker, in the broker's nursery."""
 
-    def __init__(self, host: ReplicationHost, nursery: trio.Nursery) -> None:
+    def __init__(self, host: ReplicationHost, nursery: trio.Nursery,
+                 quota: ReplicaQuota | None = None) -> None:
         self.host = host
         self.nursery = nursery
+        self.quota = quota
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def follow(self, partition: Partition) -> None:
@@ -406,7 +427,7 @@ class ReplicaFetchers:
             return
         fetcher = self.fetchers.get(leader)
         if fetcher is None:
-            fetcher = self.fetchers[leader] = ReplicaFetcher(self.host, leader)
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self.host, leader, self.quota)
             self.nursery.start_soon(fetcher.run)
         fetcher.add(tp)
 

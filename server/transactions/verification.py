@@ -1,7 +1,10 @@
 """KIP-890 part 1: a partition leader verifies with the transaction coordinator that a
 transactional produce belongs to an ongoing transaction before it appends one that would
 start a transaction on the partition (Kafka 3.9's ``handleProduceAppend``,
-``AddPartitionsToTxnManager`` and ``VerificationGuard``).
+``AddPartitionsToTxnManager`` and ``VerificationGuard``). Part 2 (transactions v2): for a
+Produce v12+ or a TxnOffsetCommit v5+ the leader asks the coordinator to add the partition
+instead (AddPartitionsToTxn v5 without verify_only), whatever
+``transaction.partition.verification.enable`` says: the client no longer adds it.
 
 A guard is taken before asking the coordinator; a marker written for the producer on the
 partition meanwhile drops it, and the append goes ahead only while it holds, so a late
@@ -18,6 +21,7 @@ from josefk.cluster.coordinator.transaction.records import (
     TopicPartition,
     partitions_by_topic,
 )
+from josefk.cluster.coordinator.transaction.state import TV2
 from josefk.cluster.partition import Partition
 from josefk.protocol import error_codes as ec
 from josefk.protocol.record_batch import RecordBatchError, parse_header
@@ -29,6 +33,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 VERIFY_VERSION = 4
+ADD_VERSION = 5
+#: The first versions whose clients leave adding partitions to the leaders (KIP-890 part 2).
+ADD_PRODUCE_VERSION = 12
+ADD_TXN_OFFSET_COMMIT_VERSION = 5
 NETWORK_EXCEPTION = 13  # Kafka's NetworkException: the coordinator did not answer
 # Produce v11+ / TxnOffsetCommit v4+ clients handle TRANSACTION_ABORTABLE; older ones get
 # INVALID_TXN_STATE.
@@ -86,8 +94,16 @@ class TxnVerifier:
     def enabled(self) -> bool:
         return bool(self.broker.config.values["transaction.partition.verification.enable"])
 
-    def needs(self, partition: Partition, producer_id: int) -> bool:
-        return not partition.log.has_ongoing_transaction(producer_id)
+    def checks(self, add: bool) -> bool:
+        """Whether a transactional write is checked: always when it adds partitions."""
+        return add or self.enabled
+
+    def needs(self, partition: Partition, producer_id: int, producer_epoch: int | None = None
+              ) -> bool:
+        """Whether a write of the producer must be checked: no transaction of its epoch is
+        open on the partition (one of an older epoch is a transaction v2 whose markers
+        are still on their way: the next one must wait for the coordinator)."""
+        return not partition.log.has_ongoing_transaction(producer_id, producer_epoch)
 
     def start(self, partition: Partition, producer_id: int) -> object:
         guard = object()
@@ -109,37 +125,44 @@ class TxnVerifier:
         self._guards.pop((topic, index, producer_id), None)
 
     async def verify_one(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                         partition: Partition) -> tuple[int, object | None]:
-        """Verify one partition (a group's ``__consumer_offsets`` partition for
+                         partition: Partition, add: bool = False
+                         ) -> tuple[int, object | None]:
+        """Verify (or ``add``) one partition (a group's ``__consumer_offsets`` partition for
         TxnOffsetCommit): (the coordinator's answer, the guard to check with `holds` just
         before the append, or None when there is nothing to check)."""
-        if not self.enabled or not self.needs(partition, producer_id):
+        if not self.checks(add) or not self.needs(partition, producer_id, producer_epoch):
             return ec.NONE, None
         guard = self.start(partition, producer_id)
         tp = TopicPartition(partition.topic, partition.index)
-        answer = (await self.verify(transactional_id, producer_id, producer_epoch, [tp]))[tp]
+        answer = (await self.verify(transactional_id, producer_id, producer_epoch, [tp],
+                                    add))[tp]
         if answer != ec.NONE:
             self.release(partition, producer_id, guard)
             return answer, None
         return ec.NONE, guard
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The coordinator's answer per partition: locally, or AddPartitionsToTxn v4
-        verify_only to the broker leading the transactional id's partition."""
+                     partitions: list[TopicPartition], add: bool = False
+                     ) -> dict[TopicPartition, int]:
+        """The coordinator's answer per partition: locally, or AddPartitionsToTxn to the
+        broker leading the transactional id's partition (v4 verify_only; v5 to ``add``)."""
         service = self.broker.txn_service
         view = self.broker.partition_view(TRANSACTION_STATE_TOPIC,
                                           service.partition_for(transactional_id))
         if view is None or view.leader < 0:
             return dict.fromkeys(partitions, ec.COORDINATOR_NOT_AVAILABLE)
         if view.leader == self.broker.node_id:
+            if add:
+                error = await service.add_partitions(transactional_id, producer_id,
+                                                     producer_epoch, partitions, TV2)
+                return dict.fromkeys(partitions, error)
             return service.coordinator.verify_partitions(transactional_id, producer_id,
                                                          producer_epoch, partitions)
         return await self._remote(view.leader, transactional_id, producer_id, producer_epoch,
-                                  partitions)
+                                  partitions, add)
 
     async def _remote(self, leader: int, transactional_id: str, producer_id: int,
-                      producer_epoch: int, partitions: list[TopicPartition]
+                      producer_epoch: int, partitions: list[TopicPartition], add: bool
                       ) -> dict[TopicPartition, int]:
         failed = dict.fromkeys(partitions, ec.COORDINATOR_NOT_AVAILABLE)
         cluster = self.broker.cluster
@@ -152,11 +175,11 @@ class TxnVerifier:
         txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
         request = AddPartitionsToTxnRequest(transactions=[txn(
             transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=True,
+            producer_epoch=producer_epoch, verify_only=not add,
             topics=[txn.AddPartitionsToTxnTopic(name=t, partitions=ps)
                     for t, ps in partitions_by_topic(partitions).items()])])
         try:
-            response = await peer.request(request, VERIFY_VERSION)
+            response = await peer.request(request, ADD_VERSION if add else VERIFY_VERSION)
         except PeerError as e:
             logger.warning("verifying %s with broker %d failed: %s", transactional_id, leader, e)
             return dict.fromkeys(partitions, NETWORK_EXCEPTION)

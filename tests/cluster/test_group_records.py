@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from josefk.cluster.coordinator.group.consumer.records import ConsumerKey
 from josefk.cluster.coordinator.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -80,8 +81,9 @@ def test_group_metadata_key_bytes() -> None:
 
 
 def test_unknown_record_types_are_skipped() -> None:
-    # Version 3 and up are KIP-848 record types (ConsumerGroupMetadataKey, ...).
-    assert decode_key(b"\x00\x03" + s16("grp")) is None
+    # 3 to 8 are KIP-848 consumer group types (tests/cluster/coordinator); 9 and up are
+    # share and streams groups', which the coordinator skips.
+    assert decode_key(b"\x00\x03" + s16("grp")) == ConsumerKey(3, "grp")
     assert decode_key(b"\x00\x0b" + s16("grp")) is None
 
 

@@ -3,7 +3,7 @@
 Each replica is a real `Log` in a directory of its own and a real `Partition`; what
 moves data between them is the broker's own code, called without a network:
 `ReplicaFetcher._truncate` / `_fetch` / `_process` on the follower side, the Fetch
-handler's `_read_all` (`_diverging`, `record_follower_fetch`) and OffsetForLeaderEpoch's
+handler's `read_all` (`_diverging`, `record_follower_fetch`) and OffsetForLeaderEpoch's
 `epoch_end_offset` on the leader side, `IsrUpdates.maybe_expand` / `_propose` / `_send`
 for AlterPartition. Their coroutines are driven by hand: a fetch or OffsetForLeaderEpoch
 is answered at once; an AlterPartition waits in flight until the controller handles it
@@ -84,9 +84,11 @@ from josefk.protocol.error_codes import (
     STALE_BROKER_EPOCH,
     UNKNOWN_LEADER_EPOCH,
 )
-from josefk.server.handlers.fetch import _read_all, _requested
+from josefk.server.handlers.partition_reads import read_all, requested
 from josefk.server.handlers.records import epoch_end_offset
 from josefk.server.network.peer import PeerError
+from josefk.server.quotas.rate import RateConfig
+from josefk.server.quotas.replication import ReplicationQuotas
 from josefk.server.replication.fetchers import IsrUpdates, ReplicaFetcher, _Following
 from josefk.server.security.client import PLAINTEXT_PEERS, PeerSecurity
 
@@ -288,8 +290,8 @@ class ModelPeer:
             self.check([p.error_code for t in topics for p in t.partitions])
             return SimpleNamespace(topics=topics)
         assert isinstance(request, FetchRequest)
-        reads = _requested(broker, request, version)
-        _read_all(broker, reads, request.max_bytes, False, request.replica_id)
+        reads = requested(broker, request, version)
+        read_all(broker, reads, request.max_bytes, False, request.replica_id)
         self.check([r.error_code for r in reads])
         topics_: dict[str, list[Any]] = {}
         for r in reads:
@@ -339,6 +341,7 @@ class ModelBroker:
                                     node_id=node_id, replicas=list(machine.assignment),
                                     isr=[], leader_epoch=-1, leader=-1, partition_epoch=-1)
         self.fetchers: dict[int, ModelFetcher] = {}
+        self.replication_quotas = ReplicationQuotas(node_id, RateConfig(), lambda topic: {})
         self.isr_updates = ModelIsrUpdates(self, AlterChannel(machine),  # type: ignore[arg-type]
                                            self.led_partitions)
         self.inbox: list[LeaderIsr] = []  # LeaderAndIsr sent, not delivered yet

@@ -112,7 +112,7 @@ def test_commit_writes_markers_then_completes(broker: Broker, markers: list, dat
         assert init.error == ec.NONE and init.producer_epoch == 0
         pid = init.producer_id
         assert await service.add_partitions("tx", pid, 0, [TopicPartition("t", 0)]) == ec.NONE
-        assert await service.end_txn("tx", pid, 0, True) == ec.NONE
+        assert (await service.end_txn("tx", pid, 0, True))[0] == ec.NONE
         await trio.testing.wait_all_tasks_blocked()
         result["pid"] = pid
 
@@ -145,7 +145,7 @@ def test_fencing_an_open_transaction_aborts_it(broker: Broker, markers: list) ->
         await trio.testing.wait_all_tasks_blocked()
         again = await service.init_producer_id("tx", 60_000, -1, -1)
         assert (again.error, again.producer_id, again.producer_epoch) == (ec.NONE, pid, 2)
-        assert await service.end_txn("tx", pid, 0, True) == ec.PRODUCER_FENCED
+        assert (await service.end_txn("tx", pid, 0, True))[0] == ec.PRODUCER_FENCED
 
     run(broker, body)
     assert [(m[3], m[5]) for m in markers] == [(1, False)]
@@ -187,7 +187,7 @@ def test_txn_offsets_become_visible_on_commit(broker: Broker, markers: list, dat
         assert committed() == -1
         _, [(_, [stable])] = group.fetch_offsets("g", [("t", [0])], require_stable=True)
         assert stable.error == Error.UNSTABLE_OFFSET_COMMIT
-        assert await service.end_txn("tx", pid, 0, False) == ec.NONE
+        assert (await service.end_txn("tx", pid, 0, False))[0] == ec.NONE
         await trio.testing.wait_all_tasks_blocked()
         assert committed() == -1
 
@@ -196,7 +196,7 @@ def test_txn_offsets_become_visible_on_commit(broker: Broker, markers: list, dat
         assert await service.add_offsets("tx", pid, 1, "g") == ec.NONE
         assert group.txn_commit_offsets("g", pid, 1, "", None, -1,
                                         [("t", [(0, 9, -1, "")])]) == Error.NONE
-        assert await service.end_txn("tx", pid, 1, True) == ec.NONE
+        assert (await service.end_txn("tx", pid, 1, True))[0] == ec.NONE
         await trio.testing.wait_all_tasks_blocked()
         assert committed() == 9
 

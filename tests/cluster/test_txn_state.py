@@ -28,8 +28,11 @@ from josefk.protocol import error_codes as ec
 S = TxnState
 TP0, TP1 = TopicPartition("a", 0), TopicPartition("b", 1)
 
-# Kafka 3.9's TransactionState.validPreviousStates, written out.
+# Kafka 4's TransactionState.validPreviousStates, written out: Kafka 3.9's, plus the
+# aborts of transactions v2 from Empty, CompleteCommit and CompleteAbort.
 ALLOWED = {
+    (S.EMPTY, S.PREPARE_ABORT), (S.COMPLETE_COMMIT, S.PREPARE_ABORT),
+    (S.COMPLETE_ABORT, S.PREPARE_ABORT),
     (S.EMPTY, S.EMPTY), (S.COMPLETE_COMMIT, S.EMPTY), (S.COMPLETE_ABORT, S.EMPTY),
     (S.ONGOING, S.ONGOING), (S.EMPTY, S.ONGOING), (S.COMPLETE_COMMIT, S.ONGOING),
     (S.COMPLETE_ABORT, S.ONGOING),

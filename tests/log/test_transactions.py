@@ -94,6 +94,22 @@ def test_a_client_may_not_write_a_control_batch(make_log: Callable[..., Log]) ->
 
 # --- producer state and the LSO -------------------------------------------------------------
 
+def test_transactions_v2_bump_the_epoch_at_the_marker(make_log: Callable[..., Log]) -> None:
+    """KIP-890 part 2: the marker carries the epoch after the data's; the next transaction
+    starts at it from sequence 0, and the old epoch is fenced."""
+    log = make_log()
+    log.append_as_leader(txn_batch(P1, 0, 2, epoch=4), 0)
+    assert log.has_ongoing_transaction(P1) and log.has_ongoing_transaction(P1, 4)
+    # An open transaction of an older epoch is not the producer's current one.
+    assert not log.has_ongoing_transaction(P1, 5)
+    log.append_control_batch(P1, 5, 0, commit=True, leader_epoch=0)
+    assert not log.has_ongoing_transaction(P1)
+    log.append_as_leader(txn_batch(P1, 0, 1, epoch=5), 0)
+    assert log.has_ongoing_transaction(P1, 5)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(txn_batch(P1, 2, 1, epoch=4), 0)
+
+
 def test_a_transaction_holds_the_lso_until_its_marker_is_replicated(
         make_log: Callable[..., Log]) -> None:
     log = make_log()

@@ -39,6 +39,7 @@ class Answer:
     log_start_offset: int
     aborted: list[tuple[int, int]] | None
     diverging_epoch: tuple[int, int] | None
+    current_leader: tuple[int, int] | None
     records: bytes | None
     region: FileBytes | None
 
@@ -47,13 +48,17 @@ answers = st.builds(
     Answer, index=int32, error_code=int16, high_watermark=int64, last_stable_offset=int64,
     log_start_offset=int64, aborted=st.none() | st.lists(st.tuples(int64, int64), max_size=3),
     diverging_epoch=st.none() | st.tuples(int32, int64),
+    current_leader=st.none() | st.tuples(int32, int32),
     records=st.none() | st.binary(max_size=300),
     region=st.none() | st.builds(FileBytes, st.binary(min_size=1, max_size=300)))
 topics = st.lists(st.tuples(st.none() | st.text(max_size=300), st.none() | st.uuids(),
                             st.lists(answers, max_size=3)), max_size=3)
+endpoints = st.lists(st.tuples(int32, st.text(max_size=50), int32,
+                               st.none() | st.text(max_size=20)), max_size=3)
 
 
-def kafka_python(version, correlation_id, topics, error_code, session_id, throttle):
+def kafka_python(version, correlation_id, topics, error_code, session_id, throttle,
+                 node_endpoints=()):
     responses = []
     for name, topic_id, partitions in topics:
         parts = []
@@ -69,12 +74,19 @@ def kafka_python(version, correlation_id, topics, error_code, session_id, thrott
             if p.diverging_epoch is not None:
                 part.diverging_epoch = PartitionResp.EpochEndOffset(
                     epoch=p.diverging_epoch[0], end_offset=p.diverging_epoch[1])
+            if p.current_leader is not None:
+                part.current_leader = PartitionResp.LeaderIdAndEpoch(
+                    leader_id=p.current_leader[0], leader_epoch=p.current_leader[1])
             parts.append(part)
         responses.append(TopicResp(topic=name or "", topic_id=topic_id or uuid.UUID(int=0),
                                    partitions=parts))
-    return bytes(encode_response(1, version, correlation_id, {
-        "throttle_time_ms": throttle, "error_code": error_code, "session_id": session_id,
-        "responses": responses}))
+    fields = {"throttle_time_ms": throttle, "error_code": error_code,
+              "session_id": session_id, "responses": responses}
+    if node_endpoints:
+        fields["node_endpoints"] = [
+            FetchResponse.NodeEndpoint(node_id=n, host=h, port=port, rack=rack)
+            for n, h, port, rack in node_endpoints]
+    return bytes(encode_response(1, version, correlation_id, fields))
 
 
 def joined(parts):
@@ -82,19 +94,21 @@ def joined(parts):
 
 
 @given(version=st.integers(4, 18), correlation_id=int32, topics=topics, error_code=int16,
-       session_id=int32, throttle=int32)
+       session_id=int32, throttle=int32, node_endpoints=endpoints)
 def test_same_bytes_as_kafka_python(version, correlation_id, topics, error_code, session_id,
-                                    throttle):
-    if version < 12:  # no diverging epoch to carry before v12
+                                    throttle, node_endpoints):
+    if version < 12:  # no diverging epoch nor current leader to carry before v12
         for _, _, partitions in topics:
             for p in partitions:
-                p.diverging_epoch = None
+                p.diverging_epoch = p.current_leader = None
     if version < 7:
         error_code = session_id = 0
+    if version < 16:
+        node_endpoints = []
     parts = encode_fetch_response(version, correlation_id, topics, error_code, session_id,
-                                  throttle)
+                                  throttle, node_endpoints)
     assert joined(parts) == kafka_python(version, correlation_id, topics, error_code,
-                                         session_id, throttle)
+                                         session_id, throttle, node_endpoints)
     # Each region is a part of its own, for sendfile.
     regions = [p.region for _, _, ps in topics for p in ps if p.region is not None]
     assert [p for p in parts if isinstance(p, FileBytes)] == regions

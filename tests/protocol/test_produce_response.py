@@ -44,7 +44,23 @@ def test_same_bytes_as_kafka_python(version, correlation_id, topics, throttle):
         version, correlation_id, topics, throttle)
 
 
-@pytest.mark.parametrize("version", [2, 13])
+@given(correlation_id=int32, topic_ids=st.lists(st.uuids(), max_size=3),
+       partitions=st.lists(results, max_size=3), throttle=int32)
+def test_v13_topic_ids_same_bytes_as_kafka_python(correlation_id, topic_ids, partitions,
+                                                  throttle):
+    topics = [(topic_id, partitions) for topic_id in topic_ids]
+    responses = [TopicResp(topic_id=topic_id, partition_responses=[PartitionResp(
+        index=p.index, error_code=p.error_code, base_offset=p.base_offset,
+        log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset,
+        record_errors=[RecordError(batch_index=i, batch_index_error_message=m)
+                       for i, m in p.record_errors],
+        error_message=p.error_message) for p in ps]) for topic_id, ps in topics]
+    expected = bytes(encode_response(0, 13, correlation_id,
+                                     {"responses": responses, "throttle_time_ms": throttle}))
+    assert encode_produce_response(13, correlation_id, topics, throttle) == expected
+
+
+@pytest.mark.parametrize("version", [2, 14])
 def test_unsupported_version(version):
     with pytest.raises(ValueError):
         encode_produce_response(version, 1, [])

@@ -12,30 +12,35 @@ from josefk.protocol.versions import (
     supported_range,
 )
 
-# Apache Kafka 4.0.0's ranges for the apis we serve (Produce min 3 accepted).
+# Apache Kafka 4.0.0's ranges for the apis we serve (Produce min 3 accepted; Produce 13,
+# Fetch 18, ListOffsets 11, DescribeLogDirs 5 and ListTransactions 2 as 4.3:
+# compat_tests/test_newest_versions.py).
 KAFKA_4_0 = {
-    "Produce": (3, 12), "Fetch": (4, 17), "ListOffsets": (1, 10), "Metadata": (0, 13),
+    "Produce": (3, 13), "Fetch": (4, 18), "ListOffsets": (1, 11), "Metadata": (0, 13),
     "OffsetCommit": (2, 9), "OffsetFetch": (1, 9), "FindCoordinator": (0, 6),
     "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
     "DescribeGroups": (0, 6), "ListGroups": (0, 5), "ApiVersions": (0, 4),
     "CreateTopics": (2, 7), "DeleteTopics": (1, 6), "DeleteRecords": (0, 2),
     "InitProducerId": (0, 5), "OffsetForLeaderEpoch": (2, 4), "AddPartitionsToTxn": (0, 5),
     "AddOffsetsToTxn": (0, 4), "EndTxn": (0, 5), "TxnOffsetCommit": (0, 5),
-    "DescribeConfigs": (1, 4), "AlterConfigs": (0, 2), "DescribeLogDirs": (1, 4),
+    "DescribeConfigs": (1, 4), "AlterConfigs": (0, 2), "DescribeLogDirs": (1, 5),
     "CreatePartitions": (0, 3), "DeleteGroups": (0, 2), "IncrementalAlterConfigs": (0, 1),
     "OffsetDelete": (0, 0), "DescribeCluster": (0, 2), "DescribeTopicPartitions": (0, 0),
     "DescribeProducers": (0, 0), "AlterReplicaLogDirs": (1, 2), "WriteTxnMarkers": (1, 1),
-    "DescribeTransactions": (0, 0), "ListTransactions": (0, 1),
+    "DescribeTransactions": (0, 0), "ListTransactions": (0, 2),
     "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2), "DescribeAcls": (1, 3),
     "CreateAcls": (1, 3), "DeleteAcls": (1, 3), "DescribeUserScramCredentials": (0, 0),
-    "AlterUserScramCredentials": (0, 0),
+    "AlterUserScramCredentials": (0, 0), "DescribeClientQuotas": (0, 1),
+    "AlterClientQuotas": (0, 1),
+    "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 1),
 }
 # Apache Kafka 3.9.1's ranges for the inter-broker apis of ZooKeeper mode.
 KAFKA_3_9_ZK = {
     "LeaderAndIsr": (0, 7), "StopReplica": (0, 4), "UpdateMetadata": (0, 8),
     "ControlledShutdown": (0, 3), "AlterPartition": (0, 3), "AllocateProducerIds": (0, 0),
-    # Admin apis the controller answers (a cluster), as in Kafka 3.9.1.
-    "ElectLeaders": (0, 2), "AlterPartitionReassignments": (0, 0),
+    # Admin apis the controller answers (a cluster), as in Kafka 3.9.1, and a single broker
+    # too, as Kafka 4.3 (AlterPartitionReassignments 1).
+    "ElectLeaders": (0, 2), "AlterPartitionReassignments": (0, 1),
     "ListPartitionReassignments": (0, 0),
 }
 
@@ -74,10 +79,11 @@ def test_version_range_contains():
         (ApiKey.Produce, 2, False),
         (ApiKey.Produce, 3, True),
         (ApiKey.Produce, 12, True),
-        (ApiKey.Produce, 13, False),
+        (ApiKey.Produce, 13, True),
+        (ApiKey.Produce, 14, False),
         (ApiKey.Fetch, 3, False),
-        (ApiKey.Fetch, 17, True),
-        (ApiKey.Fetch, 18, False),
+        (ApiKey.Fetch, 18, True),
+        (ApiKey.Fetch, 19, False),
         (ApiKey.ApiVersions, 4, True),
         (ApiKey.ApiVersions, 5, False),
         (ApiKey.ApiVersions, -1, False),
@@ -95,9 +101,9 @@ def test_supported_range():
 
 
 def test_produce_advertised_from_zero_but_accepted_from_three():
-    assert advertised_range(ApiKey.Produce) == VersionRange(0, 12)
-    assert supported_range(ApiKey.Produce) == VersionRange(3, 12)
-    assert advertised_range(ApiKey.Fetch) == VersionRange(4, 17)
+    assert advertised_range(ApiKey.Produce) == VersionRange(0, 13)
+    assert supported_range(ApiKey.Produce) == VersionRange(3, 13)
+    assert advertised_range(ApiKey.Fetch) == VersionRange(4, 18)
 
 
 def test_enabled_keys_always_include_apiversions_and_drop_unknown():
@@ -111,7 +117,7 @@ def test_enabled_keys_always_include_apiversions_and_drop_unknown():
 def test_advertised_versions_sorted_and_filtered():
     ads = advertised_versions([ApiKey.Fetch, ApiKey.Produce, ApiKey.CreateDelegationToken])
     assert list(ads) == [0, 1, 18]
-    assert ads[0] == VersionRange(0, 12)
+    assert ads[0] == VersionRange(0, 13)
     assert ads[18] == VersionRange(0, 4)
     assert all(type(k) is int for k in ads)
 

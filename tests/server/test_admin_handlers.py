@@ -37,7 +37,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from josefk.protocol.versions import SUPPORTED_VERSIONS
 from josefk.server.broker import Broker
 from josefk.server.config.broker import load_config
-from josefk.server.handlers.configs import apply_incremental
+from josefk.server.config.keys import TOPIC_KEYS
+from josefk.server.handlers.admin.config_changes import apply_incremental
 
 OFFSET_OUT_OF_RANGE = 1
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -282,8 +283,12 @@ async def test_describe_topic_configs(broker: Broker, raw: Raw, version: int) ->
     retention = entries["retention.ms"]
     assert (retention.value, retention.config_source, retention.read_only) == (
         "1000", TOPIC_CONFIG, False)
-    assert [(s.name, s.source) for s in retention.synonyms][:2] == [
-        ("retention.ms", TOPIC_CONFIG), ("log.retention.hours", DEFAULT_CONFIG)]
+    # As Kafka 4.3: the broker's synonyms start at log.retention.ms, unset here.
+    assert [(s.name, s.source) for s in retention.synonyms] == [("retention.ms", TOPIC_CONFIG)]
+    assert [(s.name, s.source) for s in entries["max.message.bytes"].synonyms] == [
+        ("message.max.bytes", DEFAULT_CONFIG)]
+    if version >= 3:
+        assert retention.documentation == TOPIC_KEYS["retention.ms"].doc
     segment = entries["segment.bytes"]
     assert (segment.value, segment.config_source) == ("1073741824", DEFAULT_CONFIG)
     if version >= 3:
@@ -359,8 +364,13 @@ async def test_alter_configs_replaces(broker: Broker, raw: Raw, version: int) ->
     code, message = await alter(str(broker.node_id), {"log.dirs": "/x"}, rtype=BROKER)
     assert (code, message) == (INVALID_REQUEST,
                                "Cannot update these configs dynamically: [log.dirs]")
-    assert (await alter(str(broker.node_id), {"message.max.bytes": "5"}, rtype=BROKER))[0] \
-        == INVALID_REQUEST
+    # A dynamic key is stored as the broker's dynamic config (AlterConfigs: all of them).
+    assert await alter(str(broker.node_id), {"message.max.bytes": "5000"}, rtype=BROKER) \
+        == (0, None)
+    assert broker.entity_configs.get("brokers", str(broker.node_id)) == {
+        "message.max.bytes": "5000"}
+    assert await alter(str(broker.node_id), {}, rtype=BROKER) == (0, None)
+    assert broker.entity_configs.get("brokers", str(broker.node_id)) == {}
     assert (await alter("9", {}, rtype=BROKER))[0] == INVALID_REQUEST
     assert await alter("", {}, rtype=BROKER) == (0, None)
     assert dict(broker.store.get("alter").configs) == {"retention.ms": "5000"}  # type: ignore

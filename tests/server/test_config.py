@@ -21,7 +21,7 @@ from josefk.server.config.broker import (
     topic_config_values,
     validate_topic_configs,
 )
-from josefk.server.config.keys import BROKER_KEYS, NO_EFFECT, TOPIC_KEYS
+from josefk.server.config.keys import BROKER_KEYS, TOPIC_KEYS
 from josefk.server.config.listeners import Listener
 from josefk.server.config.properties import parse_properties
 from josefk.server.config.values import ConfigError, ConfigSource, ConfigType, to_string
@@ -471,7 +471,9 @@ def test_describe_values_sources_and_synonyms() -> None:
     c = config(node_id="7", log_retention_hours="24", num_io_threads="4",
                log_cleanup_policy="compact, delete", **{"unknown.key": "x"})
     entries = {e.name: e for e in c.describe()}
-    assert "unknown.key" not in entries
+    # As Kafka: a key it does not know is listed, of unknown type, so sensitive.
+    assert (entries["unknown.key"].value, entries["unknown.key"].is_sensitive) == (None, True)
+    assert entries["unknown.key"].config_type == ConfigType.UNKNOWN
 
     def view(name: str) -> tuple[object, ...]:
         e = entries[name]
@@ -496,13 +498,18 @@ def test_describe_values_sources_and_synonyms() -> None:
     assert view("advertised.listeners") == (None, default, [])
     assert entries["message.max.bytes"].read_only is False
     assert entries["log.retention.hours"].read_only is True
-    assert entries["num.io.threads"].documentation == NO_EFFECT
+    assert entries["num.io.threads"].documentation == BROKER_KEYS["num.io.threads"].doc
 
 
-def test_describe_of_the_cluster_default_resource_reports_no_static_settings() -> None:
-    entries = {e.name: e for e in config(num_io_threads="4").describe(per_broker=False)}
-    assert entries["num.io.threads"].source == ConfigSource.DEFAULT_CONFIG
-    assert entries["num.io.threads"].synonyms == ()
+def test_describe_of_the_cluster_default_resource_lists_the_dynamic_defaults_only() -> None:
+    c = config(num_io_threads="4").with_dynamic({"log.retention.ms": "1000"},
+                                                {"log.retention.ms": "2000"})
+    [entry] = c.describe(per_broker=False)
+    dynamic_default = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert (entry.name, entry.value, entry.source) == ("log.retention.ms", "1000", dynamic_default)
+    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+        ("log.retention.ms", "1000", dynamic_default)]
+    assert config(num_io_threads="4").describe(per_broker=False) == []
 
 
 def test_config_enums_carry_kafkas_numbers() -> None:
@@ -561,8 +568,10 @@ def test_topic_entries_with_defaults() -> None:
         assert not e.read_only and not e.is_sensitive
         assert e.config_type == TOPIC_KEYS[e.name].type
     syn = {e.name: [(s.name, s.value) for s in e.synonyms] for e in entries}
-    assert syn["retention.ms"] == [("log.retention.hours", "168")]
-    assert syn["segment.ms"] == [("log.roll.hours", "168")]
+    # As Kafka 4.3: synonyms start at the primary broker key (log.retention.ms,
+    # log.roll.ms), which has no default, so the hours defaults are dropped too.
+    assert syn["retention.ms"] == []
+    assert syn["segment.ms"] == []
     assert syn["max.message.bytes"] == [("message.max.bytes", "1048588")]
     assert syn["remote.storage.enable"] == []
 
@@ -586,13 +595,12 @@ def test_topic_entries_with_overrides_and_broker_settings() -> None:
     assert view("segment.ms") == ("500", topic, [
         ("segment.ms", "500", topic), ("log.roll.ms", "1000", static),
         ("log.roll.hours", "168", default)])
-    assert view("retention.ms") == (str(24 * HOUR), static, [
-        ("log.retention.hours", "24", static), ("log.retention.hours", "168", default)])
+    # Kafka 4.3.1 answers so (its kafka-configs.sh shows retention.ms=86400000 with
+    # synonyms={} under log.retention.hours=24): synonyms start at log.retention.ms.
+    assert view("retention.ms") == (str(24 * HOUR), default, [])
     assert view("max.message.bytes") == ("2000", static, [
         ("message.max.bytes", "2000", static), ("message.max.bytes", "1048588", default)])
-    assert view("flush.ms") == ("50", static, [
-        ("log.flush.scheduler.interval.ms", "50", static),
-        ("log.flush.scheduler.interval.ms", str(INT64_MAX), default)])
+    assert view("flush.ms") == ("50", default, [])
     assert view("segment.bytes")[:2] == ("1073741824", default)
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from josefk.server.config.values import ConfigError, ConfigType, parse_java_int, parse_value
-from josefk.server.handlers.configs import APPEND, SUBTRACT, apply_incremental
+from josefk.server.handlers.admin.config_changes import APPEND, SUBTRACT, apply_incremental
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 THROTTLED = "leader.replication.throttled.replicas"

@@ -91,7 +91,7 @@ async def test_one_over_the_per_ip_override_is_closed_at_once(
     async with running(tmp_path, max_connections_per_ip_overrides="127.0.0.2:2") as broker:
         first, second = await connect(broker, "127.0.0.2"), await connect(broker, "127.0.0.2")
         assert await answered(first) and await answered(second)
-        with caplog.at_level(logging.INFO, logger="josefk.server.broker"):
+        with caplog.at_level(logging.INFO, logger="josefk.server.network.socket_server"):
             third = await connect(broker, "127.0.0.2")
             assert await closed_by_broker(third)
         assert REJECTED.format("127.0.0.2", 2) in caplog.messages
@@ -139,7 +139,7 @@ async def test_the_inter_broker_listener_is_not_blocked_and_evicts_the_least_act
         assert await answered(stale)
         await trio.sleep(0.05)
         assert await answered(recent)
-        with caplog.at_level(logging.INFO, logger="josefk.server.broker"):
+        with caplog.at_level(logging.INFO, logger="josefk.server.network.socket_server"):
             internal = await connect(broker, port=internal_port)
             assert await answered(internal)
             assert await closed_by_broker(stale)

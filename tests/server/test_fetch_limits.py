@@ -81,3 +81,16 @@ async def test_min_bytes_above_the_cap_is_met_by_the_cap(broker: Broker) -> None
     got = await fetch_all(broker, 1, min_bytes=10 << 20)  # more than the broker would send
     assert got[0] > 0
     assert time.monotonic() - began < 4  # answered, not held for the whole max wait (5 s)
+
+
+async def test_a_batch_cut_by_the_cap_is_not_sent_in_part(broker: Broker) -> None:
+    """As Kafka's readFromLog: past the first partition, a batch larger than what is left
+    of the cap is left for the next fetch, not cut (a consumer cannot use a cut batch:
+    the Java consumer fails "no complete records were found")."""
+    await broker.create_topic(TOPIC, 2)
+    for p in range(2):
+        partition = broker.partition(TOPIC, p)
+        assert partition is not None
+        partition.append_records(batch(b"x" * 1500, 2), 1)  # one ~3 KiB batch each
+    got = await fetch_all(broker, 2, min_bytes=1)
+    assert got[0] > LIMIT // 2 and got[1] == 0

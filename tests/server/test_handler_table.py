@@ -14,11 +14,15 @@ from josefk.protocol.versions import advertised_versions
 def _declared() -> dict[int, str]:
     """Api key -> module, from the handler modules' own ``HANDLERS``."""
     declared: dict[int, str] = {}
-    for info in pkgutil.iter_modules(handlers.__path__):
-        module = importlib.import_module(f"{handlers.__name__}.{info.name}")
-        for key in module.HANDLERS:
-            assert int(key) not in declared, (key, info.name)
-            declared[int(key)] = info.name
+    for info in pkgutil.walk_packages(handlers.__path__, f"{handlers.__name__}."):
+        if info.ispkg:
+            continue
+        module = importlib.import_module(info.name)
+        name = info.name.removeprefix(f"{handlers.__name__}.")
+        # A module without HANDLERS is a helper of the handlers beside it.
+        for key in getattr(module, "HANDLERS", {}):
+            assert int(key) not in declared, (key, name)
+            declared[int(key)] = name
     return declared
 
 

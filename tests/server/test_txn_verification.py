@@ -11,6 +11,7 @@ from kafka.protocol.producer import AddPartitionsToTxnResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, TopicPartition
+from josefk.cluster.coordinator.transaction.state import TV2
 from josefk.protocol import error_codes as ec
 from josefk.server.network import peer as peer_module
 from josefk.server.network.peer import PeerError
@@ -39,10 +40,12 @@ def batch(*, transactional: bool, producer_id: int = 42, epoch: int = 3) -> byte
 
 @dataclass
 class FakeLog:
-    ongoing: set[int] = field(default_factory=set)
+    ongoing: dict[int, int] = field(default_factory=dict)  # producer id -> its epoch
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
-        return producer_id in self.ongoing
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int | None = None
+                                ) -> bool:
+        return producer_id in self.ongoing and producer_epoch in (None,
+                                                                   self.ongoing[producer_id])
 
 
 @dataclass(eq=False)
@@ -68,6 +71,14 @@ class FakeCoordinator:
 @dataclass
 class FakeService:
     coordinator: FakeCoordinator = field(default_factory=FakeCoordinator)
+    added: list[tuple[str, int, int, list[TopicPartition], int]] = field(default_factory=list)
+
+    async def add_partitions(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: list[TopicPartition],
+                             txn_version: int = 0) -> int:
+        self.added.append((transactional_id, producer_id, producer_epoch, partitions,
+                           txn_version))
+        return self.coordinator.answer
 
     def partition_for(self, transactional_id: str) -> int:
         return TXN_PARTITION
@@ -208,9 +219,12 @@ def test_needs_verification_only_without_an_ongoing_transaction() -> None:
     part = FakePartition("a", 0)
     v = verifier(FakeBroker(partitions={("a", 0): part}))
     assert v.needs(part, 42)
-    part.log.ongoing.add(42)
+    part.log.ongoing[42] = 3
     assert not v.needs(part, 42)
+    assert not v.needs(part, 42, 3)
     assert v.needs(part, 43)
+    # Transactions v2: the open transaction is the previous epoch's, its markers not in yet.
+    assert v.needs(part, 42, 4)
 
 
 def test_guard_holds_until_a_marker_drops_it() -> None:
@@ -268,6 +282,33 @@ async def test_verify_locally_when_this_broker_is_the_coordinator(
     assert got == {A0: ec.INVALID_PRODUCER_ID_MAPPING, B0: ec.INVALID_PRODUCER_ID_MAPPING}
     assert broker.txn_service.coordinator.calls == [("t", 42, 3, [A0, B0])]
     assert peer.created == []
+
+
+async def test_add_locally_for_transactions_v2(peer: type[FakePeer]) -> None:
+    broker = FakeBroker(node_id=1, leader=1)
+    assert await verifier(broker).verify("t", 42, 3, [A0, B0], add=True) == {
+        A0: ec.NONE, B0: ec.NONE}
+    assert broker.txn_service.added == [("t", 42, 3, [A0, B0], TV2)]
+    assert broker.txn_service.coordinator.calls == [] and peer.created == []
+
+
+async def test_add_remotely_asks_add_partitions_v5(peer: type[FakePeer]) -> None:
+    broker = FakeBroker(node_id=1, leader=2, cluster=FakeCluster({2: ("10.0.0.2", 9092)}))
+    peer.answer = verify_response({A0: ec.NONE})
+    assert await verifier(broker).verify("t", 42, 3, [A0], add=True) == {A0: ec.NONE}
+    [(request, version)] = peer.created[0].requests
+    [txn] = request.transactions
+    assert (version, txn.verify_only) == (tv.ADD_VERSION, False) == (5, False)
+
+
+async def test_verify_one_adds_even_with_verification_off(peer: type[FakePeer]) -> None:
+    part = FakePartition("__consumer_offsets", 3)
+    broker = FakeBroker(node_id=1, leader=1, partitions={("__consumer_offsets", 3): part})
+    broker.config.values["transaction.partition.verification.enable"] = False
+    code, guard = await verifier(broker).verify_one("t", 42, 3, part, add=True)
+    assert code == ec.NONE and guard is not None
+    assert broker.txn_service.added == [
+        ("t", 42, 3, [TopicPartition("__consumer_offsets", 3)], TV2)]
 
 
 async def test_verify_without_a_coordinator_leader(peer: type[FakePeer]) -> None:
@@ -355,7 +396,7 @@ async def test_verify_one(peer: type[FakePeer]) -> None:
 
     # A transaction already open there, or verification off: nothing is asked.
     coordinator.calls.clear()
-    part.log.ongoing.add(42)
+    part.log.ongoing[42] = 3
     assert await v.verify_one("t", 42, 3, part) == (ec.NONE, None)
     part.log.ongoing.clear()
     broker.config.values["transaction.partition.verification.enable"] = False

@@ -1,4 +1,5 @@
-"""The classic group coordinator (Kafka's GroupCoordinator) on ``__consumer_offsets``.
+"""The group coordinator (Kafka's GroupCoordinator) on ``__consumer_offsets``: classic
+groups, and KIP-848 consumer groups in the ``consumer`` package.
 
 ``api`` is its vocabulary (errors, requests, results); ``state`` one group's state machine
 as a transition table; ``groups`` and ``offsets`` the membership and offset requests over

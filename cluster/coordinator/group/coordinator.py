@@ -44,6 +44,14 @@ from josefk.cluster.coordinator.group.api import (
     SyncResult,
     append_error_to_response_error,
 )
+from josefk.cluster.coordinator.group.consumer.api import (
+    ConsumerGroupConfig,
+    ConsumerGroupDescription,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
+from josefk.cluster.coordinator.group.consumer.assignors import configured
+from josefk.cluster.coordinator.group.consumer.manager import ConsumerGroups
 from josefk.cluster.coordinator.group.groups import Groups
 from josefk.cluster.coordinator.group.host import CoordinatorHost
 from josefk.cluster.coordinator.group.offsets import metadata_too_large
@@ -52,7 +60,14 @@ from josefk.cluster.coordinator.group.pending_offsets import (
     offset_records,
     validate_txn_commit,
 )
-from josefk.cluster.coordinator.group.records import Record, decode_key, decode_value, encode_record
+from josefk.cluster.coordinator.group.records import (
+    GroupMetadataKey,
+    Record,
+    decode_key,
+    decode_value,
+    encode_record,
+)
+from josefk.cluster.coordinator.group.state import GroupState
 from josefk.cluster.coordinator.records import (
     OFFSETS_TOPIC,
     RecordFormatError,
@@ -89,7 +104,14 @@ class GroupCoordinator:
             max_size=config.values.get("group.max.size", (1 << 31) - 1),
             offset_metadata_max_bytes=config.values.get("offset.metadata.max.bytes", 4096),
             offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000)
-        self.groups = Groups(self.config, clock)
+        values = config.values
+        consumer = ConsumerGroupConfig(
+            session_timeout_ms=values.get("group.consumer.session.timeout.ms", 45000),
+            heartbeat_interval_ms=values.get("group.consumer.heartbeat.interval.ms", 5000),
+            max_size=values.get("group.consumer.max.size", (1 << 31) - 1),
+            assignment_interval_ms=values.get("group.consumer.assignment.interval.ms", 1000),
+            assignors=configured(values.get("group.consumer.assignors") or ["uniform", "range"]))
+        self.groups = Groups(self.config, clock, ConsumerGroups(consumer, clock, broker.store))
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
         # How long each loaded partition took to replay, in ms (the broker's metrics).
@@ -172,7 +194,8 @@ class GroupCoordinator:
         for p in self._led_partitions():
             self.load(p, wake=False)
         if self.loaded:
-            logger.info("loaded %d groups from %d %s partitions", len(self.groups.groups),
+            logger.info("loaded %d groups from %d %s partitions",
+                        len(self.groups.groups) + len(self.groups.consumer.groups),
                         len(self.loaded), OFFSETS_TOPIC)
 
     def on_leadership_change(self) -> None:
@@ -360,6 +383,8 @@ class GroupCoordinator:
 
     async def join(self, req: JoinRequest) -> JoinResult:
         error = self.validate_join(req.group_id, req.session_timeout_ms)
+        if error is Error.NONE:
+            error = self._maybe_leave_consumer_protocol(req.group_id)
         if error is not Error.NONE:
             return JoinResult(error, req.member_id)
         result = self.groups.join(req)
@@ -436,6 +461,62 @@ class GroupCoordinator:
                             for o in offsets]) for t, offsets in fetched]
         return Error.NONE, fetched
 
+    # --- KIP-848 consumer groups ------------------------------------------------------------
+
+    def _maybe_leave_consumer_protocol(self, group_id: str) -> Error:
+        """A classic JoinGroup for a consumer group: an empty one becomes classic (its
+        offsets stay); a group with members is refused, as Kafka refuses it without an
+        online downgrade."""
+        consumer = self.groups.consumer.get(group_id)
+        if consumer is None:
+            return Error.NONE
+        if consumer.members:
+            return Error.INCONSISTENT_GROUP_PROTOCOL
+        return self._write(self.groups.consumer.tombstones(group_id))
+
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+        """ConsumerGroupHeartbeat: join, heartbeat or leave a consumer group."""
+        error = self.check(req.group_id) if req.group_id else Error.NONE
+        if error is not Error.NONE:
+            return HeartbeatResponse(error)
+        classic = self.groups.get(req.group_id)
+        records: list[Record] = []
+        if classic is not None:
+            if not classic.is_in(GroupState.EMPTY, GroupState.DEAD):
+                return HeartbeatResponse(
+                    Error.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {req.group_id} "
+                    "to consumer group because the online upgrade is not supported.")
+            if req.member_epoch == 0:
+                records.append((GroupMetadataKey(req.group_id), None))
+        result = self.groups.consumer.heartbeat(req)
+        result.records = records + list(result.records)
+        error = self._apply(result)
+        self._touch(req.group_id)
+        if error is not Error.NONE:
+            return HeartbeatResponse(error)
+        return result.response
+
+    def consumer_describe(self, group_id: str
+                          ) -> tuple[Error, str | None, ConsumerGroupDescription | None]:
+        """ConsumerGroupDescribe of one group: (error, message, description)."""
+        error = self.check(group_id) if group_id else Error.INVALID_GROUP_ID
+        if error is not Error.NONE:
+            return error, None, None
+        description = self.groups.consumer.describe(group_id)
+        if description is None:
+            if self.groups.get(group_id) is not None:
+                return Error.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", \
+                    None
+            return Error.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        return Error.NONE, None, description
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None,
+                              member_epoch: int) -> Error:
+        """OffsetFetch v9+ from a member of a consumer group: at its current epoch."""
+        if self.check(group_id) is not Error.NONE:
+            return Error.NONE  # fetch_offsets answers that
+        return self.groups.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
+
     # --- transactional offsets ---------------------------------------------------------------
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
@@ -446,7 +527,13 @@ class GroupCoordinator:
         the group's once its COMMIT marker arrives (`complete_txn_offsets`). Partitions
         whose metadata is too large are left out (see `oversized_metadata`)."""
         error = self.check(group_id) if group_id else Error.INVALID_GROUP_ID
-        if error is Error.NONE:
+        if error is Error.NONE and self.groups.consumer.get(group_id) is not None:
+            # A member of a consumer group commits at its member epoch.
+            error = self.groups.consumer.validate_offset_commit(group_id, member_id,
+                                                                generation_id, api_version=9)
+            if error is Error.STALE_MEMBER_EPOCH:
+                error = Error.ILLEGAL_GENERATION
+        elif error is Error.NONE:
             error = validate_txn_commit(self.groups.get(group_id), member_id,
                                         group_instance_id, generation_id)
         if error is not Error.NONE:
@@ -527,17 +614,19 @@ class GroupCoordinator:
         error = self.check(group_id)
         if error is not Error.NONE:
             return error, None
+        if self.groups.consumer.get(group_id) is not None:
+            return Error.GROUP_ID_NOT_FOUND, None  # not a classic group
         return Error.NONE, self.groups.describe(group_id)
 
     def list_groups(self, states: Iterable[str], types: Iterable[str]
-                    ) -> tuple[Error, list[tuple[str, str, str]]]:
+                    ) -> tuple[Error, list[tuple[str, str, str, str]]]:
         if self.loading:
             return Error.COORDINATOR_LOAD_IN_PROGRESS, []
         for p in self._led_partitions():
             if p not in self.loaded:
                 self.load(p)
         led = set(self._led_partitions())
-        return Error.NONE, [g for g in self.groups.list_groups(states, types)
+        return Error.NONE, [g for g in self.groups.list_all(states, types)
                             if self.partition_for(g[0]) in led]
 
 

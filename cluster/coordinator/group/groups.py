@@ -43,6 +43,9 @@ from josefk.cluster.coordinator.group.api import (
     SyncRequest,
     SyncResult,
 )
+from josefk.cluster.coordinator.group.consumer.api import ConsumerGroupConfig
+from josefk.cluster.coordinator.group.consumer.manager import ConsumerGroups
+from josefk.cluster.coordinator.group.consumer.records import ConsumerKey
 from josefk.cluster.coordinator.group.offsets import GroupOffsets, Offsets
 from josefk.cluster.coordinator.group.pending_offsets import PendingTxnOffsets
 from josefk.cluster.coordinator.group.records import (
@@ -61,10 +64,13 @@ MAX_MEMBER_ID_BYTES = 32767  # a STRING (int16 length) in the group's records
 class Groups(GroupOffsets):
     """The groups and committed offsets of the partitions a coordinator leads."""
 
-    def __init__(self, config: GroupConfig, clock: Clock) -> None:
+    def __init__(self, config: GroupConfig, clock: Clock,
+                 consumer: ConsumerGroups | None = None) -> None:
         self.config = config
         self.clock = clock
         self.groups: dict[str, Group] = {}
+        # KIP-848 groups; a group id is either a classic or a consumer group.
+        self.consumer = consumer or ConsumerGroups(ConsumerGroupConfig(), clock)
         self.offsets: dict[str, Offsets] = {}
         self.pending_txn = PendingTxnOffsets()
 
@@ -84,7 +90,14 @@ class Groups(GroupOffsets):
         """Apply one ``__consumer_offsets`` record (load, or after writing it), found at
         ``record_offset`` of the log, in a transaction of ``producer_id`` if >= 0."""
         key, value = record
-        if isinstance(key, OffsetCommitKey):
+        if isinstance(key, ConsumerKey):
+            classic = self.groups.get(key.group)
+            if classic is not None and value is not None:
+                if not classic.is_in(GroupState.EMPTY, GroupState.DEAD):
+                    return  # a live classic group keeps its id
+                del self.groups[key.group]  # an empty classic group becomes a consumer group
+            self.consumer.replay(key, value)  # type: ignore[arg-type]
+        elif isinstance(key, OffsetCommitKey):
             assert value is None or isinstance(value, OffsetCommitValue)
             self._replay_offset(key, value, record_offset, producer_id)
         else:
@@ -102,7 +115,7 @@ class Groups(GroupOffsets):
                     del self.offsets[key.group]
             self.pending_txn.discard(key.group, tp)
             return
-        if key.group not in self.groups:
+        if key.group not in self.groups and key.group not in self.consumer.groups:
             self._create(key.group)  # a "simple" group: committed offsets, no members
         offset = OffsetAndMetadata.from_value(value, record_offset)
         if producer_id >= 0:
@@ -121,7 +134,7 @@ class Groups(GroupOffsets):
                 continue
             existing = self.offsets.get(group_id, {}).get(tp)
             if existing is None or offset.record_offset > existing.record_offset:
-                if group_id not in self.groups:
+                if group_id not in self.groups and group_id not in self.consumer.groups:
                     self._create(group_id)
                 self.offsets.setdefault(group_id, {})[tp] = offset
 
@@ -139,6 +152,7 @@ class Groups(GroupOffsets):
         for group_id in [g for g in self.offsets if in_partition(g)]:
             del self.offsets[group_id]
         self.pending_txn.drop(in_partition)
+        self.consumer.unload(in_partition)
 
     def _replay_group(self, group_id: str, value: GroupMetadataValue | None) -> None:
         group = self.groups.get(group_id)
@@ -418,13 +432,15 @@ class Groups(GroupOffsets):
 
     def next_deadline(self, group_id: str) -> int | None:
         group = self.groups.get(group_id)
-        return None if group is None else group.next_deadline()
+        if group is None:
+            return self.consumer.next_deadline(group_id)
+        return group.next_deadline()
 
     def on_timer(self, group_id: str) -> list[Record]:
         """Fire the group's due timers once each; returns the records to write."""
         group = self.groups.get(group_id)
         if group is None:
-            return []
+            return list(self.consumer.on_timer(group_id))
         now = self.clock()
         records: list[Record] = []
         if group.join_deadline is not None and group.join_deadline <= now:
@@ -598,6 +614,14 @@ class Groups(GroupOffsets):
         errors: dict[str, Error] = {}
         records: list[Record] = []
         for group_id in group_ids:
+            consumer = self.consumer.get(group_id)
+            if consumer is not None:
+                errors[group_id] = Error.NON_EMPTY_GROUP if consumer.members else Error.NONE
+                if not consumer.members:
+                    records += [(OffsetCommitKey(group_id, t, p), None)
+                                for t, p in self.offset_partitions(group_id)]
+                    records += self.consumer.tombstones(group_id)
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
                 errors[group_id] = Error.GROUP_ID_NOT_FOUND
@@ -626,14 +650,26 @@ class Groups(GroupOffsets):
         return group.describe()
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
-             ) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of the groups matching the ListGroups filters."""
+                    ) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of the classic groups matching the ListGroups
+        filters."""
+        return [g[:3] for g in self.list_all(states, types) if g[3] == "classic"]
+
+    def list_all(self, states: Iterable[str] = (), types: Iterable[str] = ()
+                 ) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of every group, classic and
+        consumer, matching the ListGroups filters."""
         wanted_states = {s.strip().lower() for s in states}
         wanted_types = {t.strip().lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return []
-        return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
-                if not wanted_states or g.state.value.lower() in wanted_states]
+        listed: list[tuple[str, str, str, str]] = []
+        if not wanted_types or "classic" in wanted_types:
+            listed += [(g.group_id, g.protocol_type or "", g.state.value, "classic")
+                       for g in self.groups.values()
+                       if not wanted_states or g.state.value.lower() in wanted_states]
+        if not wanted_types or "consumer" in wanted_types:
+            listed += [(group_id, "consumer", state, "consumer")
+                       for group_id, state in self.consumer.list_groups(wanted_states)]
+        return listed
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

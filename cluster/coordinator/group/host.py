@@ -9,6 +9,7 @@ coordinator uses; growing the coordinator's needs means growing this list.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -55,6 +56,12 @@ class CoordinatorStore(Protocol):
     """The part of the metadata store the coordinator reads (a `MetadataStore` has it)."""
 
     def get(self, name: str) -> Topic | None: ...
+
+    def get_by_id(self, topic_id: uuid.UUID) -> Topic | None: ...
+
+    def topics(self) -> list[Topic]:
+        """Every topic (consumer groups subscribe by regular expression)."""
+        ...
 
 
 @runtime_checkable

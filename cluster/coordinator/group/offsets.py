@@ -18,6 +18,7 @@ from josefk.cluster.coordinator.group.api import (
     PartitionCommit,
     Result,
 )
+from josefk.cluster.coordinator.group.consumer.manager import ConsumerGroups
 from josefk.cluster.coordinator.group.pending_offsets import PendingTxnOffsets
 from josefk.cluster.coordinator.group.records import (
     GroupMetadataKey,
@@ -37,6 +38,7 @@ class GroupOffsets:
     config: GroupConfig
     clock: Clock
     groups: dict[str, Group]
+    consumer: ConsumerGroups
     offsets: dict[str, Offsets]
     pending_txn: PendingTxnOffsets
 
@@ -46,7 +48,12 @@ class GroupOffsets:
                        api_version: int = 9) -> Result[dict[tuple[str, int], Error]]:
         """OffsetCommit: records for each partition, or GroupError for the whole request."""
         group = self.groups.get(group_id)
-        if group is None:
+        if group_id in self.consumer.groups:
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id,
+                                                         api_version)
+            if error is not Error.NONE:
+                raise GroupError(error)
+        elif group is None:
             if generation_id >= 0:
                 # A "simple" group is created only by commits without a generation.
                 raise GroupError(Error.GROUP_ID_NOT_FOUND if api_version >= 9
@@ -76,7 +83,8 @@ class GroupOffsets:
     def fetch_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
                       ) -> list[tuple[str, list[FetchedOffset]]]:
         """OffsetFetch for some partitions, or all the group has (``topics`` None)."""
-        offsets = self.offsets.get(group_id, {}) if group_id in self.groups else {}
+        known = group_id in self.groups or group_id in self.consumer.groups
+        offsets = self.offsets.get(group_id, {}) if known else {}
         if topics is None:
             by_topic: dict[str, list[FetchedOffset]] = {}
             for (topic, partition), o in offsets.items():
@@ -88,10 +96,11 @@ class GroupOffsets:
     def delete_offsets(self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]]
                        ) -> Result[list[tuple[str, list[tuple[int, Error]]]]]:
         """OffsetDelete: tombstones for offsets of topics the group is not subscribed to."""
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        group = self.groups.get(group_id) or self.consumer.get(group_id)
+        if group is None or (isinstance(group, Group) and group.is_in(GroupState.DEAD)):
             raise GroupError(Error.GROUP_ID_NOT_FOUND)
-        if not group.is_in(GroupState.EMPTY) and not group.uses_consumer_protocol:
+        if isinstance(group, Group) and not group.is_in(GroupState.EMPTY) and \
+                not group.uses_consumer_protocol:
             raise GroupError(Error.NON_EMPTY_GROUP)
         offsets = self.offsets.get(group_id, {})
         response: list[tuple[str, list[tuple[int, Error]]]] = []
@@ -152,6 +161,27 @@ class GroupOffsets:
             if all_expired and group.is_in(GroupState.EMPTY) and \
                     not self.pending_txn.has_open(group_id):
                 records.append((GroupMetadataKey(group_id), None))
+        if group_ids is None:
+            records += self._expire_consumer_offsets(now, retention)
+        return records
+
+    def _expire_consumer_offsets(self, now: int, retention: int) -> list[Record]:
+        """Consumer groups (KIP-848): an offset of a topic no member subscribes to expires
+        ``offsets.retention.minutes`` after its commit; an empty group left without offsets
+        is deleted."""
+        records: list[Record] = []
+        for group_id, group in list(self.consumer.groups.items()):
+            all_expired = True
+            for (topic, partition), o in self.offsets.get(group_id, {}).items():
+                expired = now >= o.expire_timestamp if o.expire_timestamp >= 0 else \
+                    now - o.commit_timestamp >= retention
+                if expired and not group.is_subscribed_to(topic) and \
+                        not self.pending_txn.is_pending(group_id, topic, partition):
+                    records.append((OffsetCommitKey(group_id, topic, partition), None))
+                else:
+                    all_expired = False
+            if all_expired and not group.members and not self.pending_txn.has_open(group_id):
+                records += self.consumer.tombstones(group_id)
         return records
 
 

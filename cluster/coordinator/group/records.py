@@ -1,8 +1,9 @@
 """The records of ``__consumer_offsets``, byte for byte as Apache Kafka writes them.
 
 Each record's key starts with an int16 version that names the record type
-(0 and 1: OffsetCommitKey, 2: GroupMetadataKey; 3 and up are KIP-848 types,
-which a classic coordinator skips), its value with the value schema's version.
+(0 and 1: OffsetCommitKey, 2: GroupMetadataKey; 3 to 8 the KIP-848 consumer
+group types of :mod:`josefk.cluster.coordinator.group.consumer.records`; others are
+skipped), its value with the value schema's version.
 A null value is a tombstone. Schemas (Kafka's ``group-coordinator`` JSON):
 
 - OffsetCommitKey v0-1: group, topic (strings), partition (int32).
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from josefk.cluster.coordinator.group.consumer import records as consumer
+from josefk.cluster.coordinator.group.consumer.records import ConsumerKey, ConsumerValue
 from josefk.cluster.coordinator.records import RecordFormatError, RecordReader, RecordWriter
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -79,8 +82,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = field(default_factory=tuple)
 
 
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+Key = OffsetCommitKey | GroupMetadataKey | ConsumerKey
+Value = OffsetCommitValue | GroupMetadataValue | ConsumerValue
 Record = tuple[Key, Value | None]
 """A key and its value; a None value is a tombstone."""
 
@@ -89,6 +92,8 @@ Record = tuple[Key, Value | None]
 
 
 def encode_key(key: Key) -> bytes:
+    if isinstance(key, ConsumerKey):
+        return consumer.encode_key(key)
     w = RecordWriter()
     if isinstance(key, OffsetCommitKey):
         w.i16(OFFSET_COMMIT_KEY_VERSION)
@@ -102,7 +107,10 @@ def encode_key(key: Key) -> bytes:
 
 
 def encode_value(value: Value) -> bytes:
-    """A value as Kafka writes it: OffsetCommitValue v1 or v3, GroupMetadataValue v3."""
+    """A value as Kafka writes it: OffsetCommitValue v1 or v3, GroupMetadataValue v3,
+    the consumer group values v0."""
+    if not isinstance(value, OffsetCommitValue | GroupMetadataValue):
+        return consumer.encode_value(value)
     w = RecordWriter()
     if isinstance(value, OffsetCommitValue):
         if value.expire_timestamp >= 0:
@@ -146,13 +154,16 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
 
 
 def decode_key(data: bytes) -> Key | None:
-    """The key of a record, or None for record types a classic coordinator ignores."""
+    """The key of a record, or None for record types the coordinator ignores (share
+    and streams groups, regular expressions)."""
     r = RecordReader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetCommitKey(r.str_(), r.str_(), r.i32())
     if version == 2:
         return GroupMetadataKey(r.str_())
+    if version in consumer.KEY_TYPES:
+        return consumer.decode_key(version, r)
     return None
 
 
@@ -160,6 +171,8 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
     """The value for ``key`` (any schema version), or None for a tombstone."""
     if data is None:
         return None
+    if isinstance(key, ConsumerKey):
+        return consumer.decode_value(key, data)
     r = RecordReader(data)
     version = r.i16()
     if version < 0 or version > 4:

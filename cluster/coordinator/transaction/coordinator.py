@@ -32,11 +32,13 @@ from josefk.cluster.coordinator.transaction.effects import (
     WriteOutcome,
     append_error_to_coordinator_error,
 )
+from josefk.cluster.coordinator.transaction.end_rules import judge_end
 from josefk.cluster.coordinator.transaction.records import TopicPartition, encode_record
 from josefk.cluster.coordinator.transaction.state import (
     EXPIRATION_ALLOWED,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV2,
     IllegalTxnTransition,
     TransactionMetadata,
     TxnError,
@@ -226,9 +228,11 @@ class TxnCoordinator:
     # --- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> Decision[int]:
+                       partitions: Iterable[TopicPartition], txn_version: int = 0
+                       ) -> Decision[int]:
         """AddPartitionsToTxn (every version's add; the handler checks the topics first,
-        see `unknown_partition_errors`)."""
+        see `unknown_partition_errors`). ``txn_version`` 2: a partition leader adds it for
+        a Produce v12+ (KIP-890 part 2)."""
         added = frozenset(TopicPartition(*tp) for tp in partitions)
         error, entry, md = self._producers_transaction(transactional_id, producer_id,
                                                        producer_epoch)
@@ -242,7 +246,7 @@ class TxnCoordinator:
             # An id whose first InitProducerId was never written has no epoch: Kafka's
             # prepareTransitionTo throws, which the client sees as UNKNOWN_SERVER_ERROR.
             return Decision(ec.UNKNOWN_SERVER_ERROR)
-        transit = md.prepare_add_partitions(added, self.clock())
+        transit = md.prepare_add_partitions(added, self.clock(), txn_version)
         return Decision(write=self._write(WriteKind.ADD_PARTITIONS, md, entry, transit))
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -272,47 +276,59 @@ class TxnCoordinator:
     # --- EndTxn -------------------------------------------------------------------------------
 
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                commit: bool) -> Decision[int]:
+                commit: bool, txn_version: int = 0) -> Decision[int]:
+        """EndTxn; ``txn_version`` 2 (EndTxn v5+) bumps the epoch on every transaction."""
         return self._end(transactional_id, producer_id, producer_epoch, commit=commit,
-                         from_client=True, kind=WriteKind.END_TXN)
+                         from_client=True, kind=WriteKind.END_TXN, txn_version=txn_version)
+
+    def producer_after_end(self, transactional_id: str) -> tuple[int, int]:
+        """The producer id and epoch an EndTxn v5 answers: the bumped epoch, or the next
+        producer id at epoch 0 once the last epoch is used up."""
+        _, entry = self._lookup(transactional_id)
+        md = None if entry is None else entry.txns.get(transactional_id)
+        if md is None:
+            return NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if md.next_producer_id != NO_PRODUCER_ID:
+            return md.next_producer_id, 0
+        return md.producer_id, md.producer_epoch
 
     def _end(self, transactional_id: str, producer_id: int, producer_epoch: int, *,
-             commit: bool, from_client: bool, kind: WriteKind) -> Decision[int]:
+             commit: bool, from_client: bool, kind: WriteKind,
+             txn_version: int = 0) -> Decision[int]:
         if not transactional_id:
             return Decision(ec.INVALID_REQUEST)
         error, entry = self._lookup(transactional_id)
         if entry is None:
             return Decision(error)
         md = entry.txns.get(transactional_id)
-        if md is None or md.producer_id != producer_id:
+        if md is None:
             return Decision(ec.INVALID_PRODUCER_ID_MAPPING)
-        # A client must match the epoch; the coordinator's own aborts carry a bumped one.
-        if (from_client and producer_epoch != md.producer_epoch
-                or producer_epoch < md.producer_epoch):
-            return Decision(ec.PRODUCER_FENCED)
-        if md.pending and md.pending_state is not _S.PREPARE_EPOCH_FENCE:
-            return Decision(ec.CONCURRENT_TRANSACTIONS)
-        state = md.state
-        if state is _S.ONGOING:
-            target = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
-            is_fence = target is _S.PREPARE_ABORT and md.pending_state is _S.PREPARE_EPOCH_FENCE
-            if is_fence:
-                md.pending_state = None
-                md.producer_epoch = producer_epoch
-                md.last_producer_epoch = NO_PRODUCER_EPOCH
-            transit = md.prepare_abort_or_commit(target, self.clock())
-            return Decision(write=self._write(kind, md, entry, transit, commit=commit,
-                                              is_epoch_fence=is_fence))
-        if state is _S.COMPLETE_COMMIT or state is _S.COMPLETE_ABORT:
-            # A retry of an EndTxn that completed succeeds; the opposite outcome cannot.
-            done_commit = state is _S.COMPLETE_COMMIT
-            return Decision(ec.NONE if commit == done_commit else ec.INVALID_TXN_STATE)
-        if state in _PREPARED:
-            same = commit == (state is _S.PREPARE_COMMIT)
-            return Decision(ec.CONCURRENT_TRANSACTIONS if same else ec.INVALID_TXN_STATE)
-        if state is _S.EMPTY:
-            return Decision(ec.INVALID_TXN_STATE)
-        raise IllegalTxnTransition(f"{transactional_id} found in {state.kafka_name}")
+        verdict = judge_end(md, producer_id, producer_epoch, commit, from_client, txn_version)
+        if verdict.target is None:
+            assert verdict.error is not None
+            return Decision(verdict.error)
+        is_fence = md.state is _S.ONGOING and verdict.target is _S.PREPARE_ABORT and \
+            md.pending_state is _S.PREPARE_EPOCH_FENCE
+        if is_fence:
+            md.pending_state = None
+            md.producer_epoch = producer_epoch
+            md.last_producer_epoch = NO_PRODUCER_EPOCH
+        return self._prepare_end(md, entry, kind, verdict.target,
+                                 0 if is_fence else txn_version, is_fence)
+
+    def _prepare_end(self, md: TransactionMetadata, entry: _Partition, kind: WriteKind,
+                     target: TxnState, txn_version: int, is_fence: bool) -> Decision[int]:
+        next_producer_id = NO_PRODUCER_ID
+        if txn_version >= TV2 and md.epoch_exhausted:
+            try:
+                next_producer_id = self.next_producer_id()
+            except TxnError as e:
+                return Decision(e.code)
+        transit = md.prepare_abort_or_commit(target, self.clock(), txn_version,
+                                             next_producer_id)
+        return Decision(write=self._write(kind, md, entry, transit,
+                                          commit=target is _S.PREPARE_COMMIT,
+                                          is_epoch_fence=is_fence))
 
     # --- after a write ----------------------------------------------------------------------
 

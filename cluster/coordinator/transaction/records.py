@@ -13,7 +13,9 @@ last record per key is the state. Schemas (Kafka's ``transaction-coordinator`` J
   Kafka writes null partitions for Empty and an array (maybe empty) otherwise; it writes
   v0 unless the ``transaction.version`` feature is 1 or more (never in ZooKeeper mode).
   v1 is "flexible": compact lengths (uvarint length + 1) and tagged fields after each
-  partition entry and after the value.
+  partition entry and after the value; the value's tagged fields, written when not at
+  their defaults, are 0 previous_producer_id (int64), 1 next_producer_id (int64) and 2
+  client_transaction_version (int16): what transactions v2 need after a reload.
 - A null value is a tombstone: the transactional id expired and was removed.
 
 Strings are int16-length UTF-8 in v0, arrays int32-length, all big-endian. The readers
@@ -40,6 +42,11 @@ FLEXIBLE_VALUE_VERSION = 1
 EMPTY_STATUS = 0  # TxnState.EMPTY: the one status written with null partitions
 
 _I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+# TransactionLogValue v1's tagged fields: tag -> (field, codec, default).
+_TAGS = {0: ("previous_producer_id", _I64, -1), 1: ("next_producer_id", _I64, -1),
+         2: ("client_transaction_version", _I16, 0)}
 
 __all__ = [
     "RecordFormatError", "TRANSACTION_STATE_TOPIC", "TopicPartition", "TxnLogValue", "TxnRecord",
@@ -72,6 +79,9 @@ class TxnLogValue:
     partitions: frozenset[TopicPartition]
     last_update_timestamp_ms: int
     start_timestamp_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
 
 
 TxnRecord = tuple[str, TxnLogValue | None]
@@ -149,7 +159,15 @@ def encode_value(value: TxnLogValue, *, flexible: bool = False) -> bytes:
             w.no_tagged_fields()
     w.i64(value.last_update_timestamp_ms)
     w.i64(value.start_timestamp_ms)
-    w.no_tagged_fields()
+    if flexible:
+        tags = [(tag, codec.pack(getattr(value, name)))
+                for tag, (name, codec, default) in _TAGS.items()
+                if getattr(value, name) != default]
+        w.uvarint(len(tags))
+        for tag, data in tags:
+            w.uvarint(tag)
+            w.uvarint(len(data))
+            w.buf += data
     return bytes(w.buf)
 
 
@@ -193,11 +211,26 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
         r.tagged_fields()
     last_update = r.i64()
     start = r.i64()
-    r.tagged_fields()
+    tagged = _tagged_fields(r) if r.flexible else {}
     if status == EMPTY_STATUS:
         partitions.clear()  # Kafka ignores them for Empty
     return TxnLogValue(producer_id, producer_epoch, timeout_ms, status, frozenset(partitions),
-                       last_update, start)
+                       last_update, start, **tagged)
+
+
+def _tagged_fields(r: RecordReader) -> dict[str, int]:
+    """The value's known tagged fields by name; unknown tags are skipped, as Kafka does."""
+    found: dict[str, int] = {}
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        data = r._take(r.uvarint())
+        known = _TAGS.get(tag)
+        if known is not None:
+            name, codec, _ = known
+            if len(data) != codec.size:
+                raise RecordFormatError(f"tagged field {tag} of {len(data)} bytes")
+            found[name] = codec.unpack(data)[0]
+    return found
 
 
 def decode_record(key: bytes | None, value: bytes | None) -> TxnRecord | None:

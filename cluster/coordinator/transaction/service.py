@@ -35,7 +35,7 @@ from josefk.cluster.coordinator.transaction.effects import (
 )
 from josefk.cluster.coordinator.transaction.host import TxnHost
 from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, TopicPartition
-from josefk.cluster.coordinator.transaction.state import IllegalTxnTransition, TxnError
+from josefk.cluster.coordinator.transaction.state import TV2, IllegalTxnTransition, TxnError
 from josefk.cluster.metadata.errors import ClusterError
 from josefk.cluster.metadata.store import BrokerInfo
 from josefk.cluster.partition import PartitionError
@@ -60,7 +60,10 @@ class TxnService:
             num_partitions=values["transaction.state.log.num.partitions"],
             max_timeout_ms=values["transaction.max.timeout.ms"],
             id_expiration_ms=values["transactional.id.expiration.ms"],
-            offsets_num_partitions=values["offsets.topic.num.partitions"])
+            offsets_num_partitions=values["offsets.topic.num.partitions"],
+            # transaction.version 2 is finalized on a single broker, none in a ZooKeeper
+            # cluster: Kafka writes TransactionLogValue v1 from version 1 on.
+            flexible_records=not values.get("zookeeper.connect"))
         self._spare_ids: list[int] = []
         self.coordinator = TxnCoordinator(self.config, self._take_id, clock)
         self.clock = clock
@@ -224,9 +227,10 @@ class TxnService:
         return InitPidResult(outcome.producer_id, outcome.producer_epoch, outcome.error)
 
     async def add_partitions(self, transactional_id: str, producer_id: int,
-                             producer_epoch: int, partitions: Iterable[TopicPartition]) -> int:
+                             producer_epoch: int, partitions: Iterable[TopicPartition],
+                             txn_version: int = 0) -> int:
         return await self._decide(self.coordinator.add_partitions(
-            transactional_id, producer_id, producer_epoch, partitions))
+            transactional_id, producer_id, producer_epoch, partitions, txn_version))
 
     async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           group_id: str) -> int:
@@ -234,9 +238,14 @@ class TxnService:
             transactional_id, producer_id, producer_epoch, group_id))
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      commit: bool) -> int:
-        return await self._decide(self.coordinator.end_txn(
-            transactional_id, producer_id, producer_epoch, commit))
+                      commit: bool, txn_version: int = 0) -> tuple[int, int, int]:
+        """(error, producer id, producer epoch): with transactions v2 the producer's next
+        id and epoch, else -1s."""
+        error = await self._decide(self.coordinator.end_txn(
+            transactional_id, producer_id, producer_epoch, commit, txn_version))
+        if error != ec.NONE or txn_version < TV2:
+            return error, -1, -1
+        return error, *self.coordinator.producer_after_end(transactional_id)
 
     # --- markers ---------------------------------------------------------------------------
 

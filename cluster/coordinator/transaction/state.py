@@ -1,7 +1,7 @@
 """A transactional id's states and metadata, without I/O (Kafka 3.9's ``TransactionMetadata``).
 
 The states and their legal moves are the table :data:`VALID_PREVIOUS_STATES` (target →
-states it may be entered from, Kafka's ``TransactionState.validPreviousStates``), in the
+states it may be entered from, Kafka 4's ``TransactionState.validPreviousStates``), in the
 manner of h11's ``_state.py``: every ``prepare_*`` method goes through
 :meth:`TransactionMetadata._prepare`, which refuses what the table does not list.
 
@@ -32,6 +32,9 @@ from josefk.protocol import error_codes as ec
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MaxValue
+#: The ``transaction.version`` of a client that bumps the epoch on every EndTxn (KIP-890
+#: part 2: EndTxn v5+, and partitions added by their leaders for Produce v12+).
+TV2 = 2
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +69,10 @@ VALID_PREVIOUS_STATES = MappingProxyType({
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    # Transactions v2 may abort from a completed or empty state: the client cannot know
+    # whether its produce reached a leader that added the partition.
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY,
+                                 _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_ABORT, _S.COMPLETE_COMMIT}),
@@ -115,12 +121,15 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_timestamp: int
     last_update_timestamp: int
+    txn_version: int = 0  # the client's transaction.version (Kafka's clientTransactionVersion)
+    next_producer_id: int = NO_PRODUCER_ID  # v2: the id after an exhausted epoch's markers
 
     def value(self) -> TxnLogValue:
-        # Kafka 3.9's value has no last producer id or epoch: they do not survive a reload.
+        # As Kafka 4 writes it: no last producer id or epoch (they do not survive a
+        # reload), the client's transaction version in v1's tagged fields.
         return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms,
                            int(self.state), self.partitions, self.last_update_timestamp,
-                           self.start_timestamp)
+                           self.start_timestamp, client_transaction_version=self.txn_version)
 
 
 @dataclass(eq=False)
@@ -140,6 +149,8 @@ class TransactionMetadata:
     pending_state: TxnState | None = None
     # A fence whose write failed already bumped the epoch in memory: do not bump it again.
     has_failed_epoch_fence: bool = False
+    txn_version: int = 0
+    next_producer_id: int = NO_PRODUCER_ID
 
     @classmethod
     def from_value(cls, transactional_id: str, value: TxnLogValue) -> TransactionMetadata:
@@ -150,14 +161,17 @@ class TransactionMetadata:
             raise IllegalTxnTransition(f"unknown transaction state id {value.status}") from None
         return cls(transactional_id, value.producer_id, value.producer_epoch, value.timeout_ms,
                    state, set(value.partitions) if state is not TxnState.EMPTY else set(),
-                   value.start_timestamp_ms, value.last_update_timestamp_ms)
+                   value.start_timestamp_ms, value.last_update_timestamp_ms,
+                   last_producer_id=value.previous_producer_id,
+                   txn_version=value.client_transaction_version,
+                   next_producer_id=value.next_producer_id)
 
     def snapshot(self) -> TxnTransit:
         """The current metadata as a transit (Kafka's ``prepareNoTransit``)."""
         return TxnTransit(self.producer_id, self.last_producer_id, self.producer_epoch,
                           self.last_producer_epoch, self.timeout_ms, self.state,
                           frozenset(self.partitions), self.start_timestamp,
-                          self.last_update_timestamp)
+                          self.last_update_timestamp, self.txn_version, self.next_producer_id)
 
     @property
     def pending(self) -> bool:
@@ -213,27 +227,43 @@ class TransactionMetadata:
         return self._prepare(TxnState.EMPTY, new_producer_id, 0, last_epoch, timeout_ms,
                              frozenset(), -1, now)
 
-    def prepare_add_partitions(self, added: Iterable[TopicPartition], now: int) -> TxnTransit:
+    def prepare_add_partitions(self, added: Iterable[TopicPartition], now: int,
+                               txn_version: int = 0) -> TxnTransit:
         starting = self.state in (TxnState.EMPTY, TxnState.COMPLETE_ABORT,
                                   TxnState.COMPLETE_COMMIT)
         return self._prepare(TxnState.ONGOING, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.timeout_ms,
                              frozenset(self.partitions).union(added),
-                             now if starting else self.start_timestamp, now)
+                             now if starting else self.start_timestamp, now,
+                             txn_version=txn_version)
 
-    def prepare_abort_or_commit(self, target: TxnState, now: int) -> TxnTransit:
-        return self._prepare(target, self.producer_id, self.producer_epoch,
-                             self.last_producer_epoch, self.timeout_ms,
-                             frozenset(self.partitions), self.start_timestamp, now)
+    def prepare_abort_or_commit(self, target: TxnState, now: int, txn_version: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID) -> TxnTransit:
+        """Prepare*; with transactions v2 the epoch is bumped (the markers carry the new
+        one) and, an exhausted epoch, the producer id to move to is chosen now."""
+        epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        start = self.start_timestamp
+        if txn_version >= TV2:
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
+            if self.state is not TxnState.ONGOING:
+                start = now  # an abort with no partition added starts and ends now
+        return self._prepare(target, self.producer_id, epoch, last_epoch, self.timeout_ms,
+                             frozenset(self.partitions), start, now,
+                             txn_version=txn_version, next_producer_id=next_producer_id)
 
     def prepare_complete(self, now: int) -> TxnTransit:
         target = (TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT
                   else TxnState.COMPLETE_ABORT)
         # The Prepare* record is written, so a fence that failed before is behind us.
         self.has_failed_epoch_fence = False
+        if self.txn_version >= TV2 and self.next_producer_id != NO_PRODUCER_ID:
+            # The markers went out at the last epoch: the client moves to the new id.
+            return self._prepare(target, self.next_producer_id, 0, self.producer_epoch,
+                                 self.timeout_ms, frozenset(), self.start_timestamp, now,
+                                 txn_version=self.txn_version)
         return self._prepare(target, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.timeout_ms, frozenset(),
-                             self.start_timestamp, now)
+                             self.start_timestamp, now, txn_version=self.txn_version)
 
     def prepare_dead(self) -> TxnTransit:
         return self._prepare(TxnState.DEAD, self.producer_id, self.producer_epoch,
@@ -242,7 +272,8 @@ class TransactionMetadata:
 
     def _prepare(self, target: TxnState, producer_id: int, epoch: int, last_epoch: int,
                  timeout_ms: int, partitions: frozenset[TopicPartition], start: int,
-                 now: int) -> TxnTransit:
+                 now: int, *, txn_version: int | None = None,
+                 next_producer_id: int = NO_PRODUCER_ID) -> TxnTransit:
         if self.pending_state is not None:
             raise IllegalTxnTransition(
                 f"{self.transactional_id}: preparing {target.kafka_name} while "
@@ -254,7 +285,9 @@ class TransactionMetadata:
         check_transition(self.state, target)
         self.pending_state = target
         return TxnTransit(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, target,
-                          partitions, start, now)
+                          partitions, start, now,
+                          self.txn_version if txn_version is None else txn_version,
+                          next_producer_id)
 
     # --- completing ----------------------------------------------------------------------------
 
@@ -276,6 +309,7 @@ class TransactionMetadata:
             self._fail(t)
         same_producer = (t.producer_epoch == self.producer_epoch
                          and t.producer_id == self.producer_id)
+        v2 = t.txn_version >= TV2
         if target is TxnState.EMPTY:
             bump = (t.producer_epoch == self.producer_epoch + 1
                     or (t.producer_epoch == 0 and t.producer_id != self.producer_id))
@@ -294,13 +328,30 @@ class TransactionMetadata:
             self.start_timestamp = t.start_timestamp
             self.partitions |= t.partitions
         elif target in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            if (not same_producer or self.partitions != t.partitions
+            bumped = (v2 and t.producer_id == self.producer_id
+                      and t.producer_epoch == self.producer_epoch + 1)
+            empty_abort = v2 and self.state is not TxnState.ONGOING
+            if (not (same_producer or bumped) or self.partitions != t.partitions
                     or self.timeout_ms != t.timeout_ms
-                    or self.start_timestamp != t.start_timestamp):
+                    or (self.start_timestamp != t.start_timestamp and not empty_abort)):
                 self._fail(t)
+            if v2:
+                self.producer_epoch = t.producer_epoch
+                self.last_producer_epoch = t.last_producer_epoch
+                self.next_producer_id = t.next_producer_id
+                self.start_timestamp = t.start_timestamp
         elif target in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
-            if not same_producer or self.timeout_ms != t.timeout_ms or t.start_timestamp == -1:
+            rotated = (v2 and self.next_producer_id != NO_PRODUCER_ID
+                       and t.producer_id == self.next_producer_id and t.producer_epoch == 0)
+            if (not (same_producer or rotated) or self.timeout_ms != t.timeout_ms
+                    or t.start_timestamp == -1):
                 self._fail(t)
+            if rotated:
+                self.last_producer_id = self.producer_id
+                self.last_producer_epoch = t.last_producer_epoch
+                self.producer_id = t.producer_id
+                self.producer_epoch = 0
+            self.next_producer_id = NO_PRODUCER_ID
             self.start_timestamp = t.start_timestamp
             self.partitions.clear()
         else:
@@ -308,6 +359,7 @@ class TransactionMetadata:
             # completed by removing the id, not by applying it.
             self._fail(t)
         self.last_update_timestamp = t.last_update_timestamp
+        self.txn_version = t.txn_version
         self.pending_state = None
         self.state = target
 

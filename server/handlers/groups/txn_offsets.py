@@ -16,7 +16,10 @@ from josefk.cluster.security.acls import ResourceType as Rt
 from josefk.protocol import error_codes as ec
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
-from josefk.server.transactions.verification import txn_offset_commit_error
+from josefk.server.transactions.verification import (
+    ADD_TXN_OFFSET_COMMIT_VERSION,
+    txn_offset_commit_error,
+)
 
 if TYPE_CHECKING:
     from josefk.server.broker import Broker
@@ -37,7 +40,8 @@ async def _verify(broker: Broker, body: Any, version: int) -> int:
         return ec.NONE  # txn_commit_offsets answers NOT_COORDINATOR
     verifier = broker.txn_verifier
     code, guard = await verifier.verify_one(body.transactional_id, body.producer_id,
-                                            body.producer_epoch, partition)
+                                            body.producer_epoch, partition,
+                                            add=version >= ADD_TXN_OFFSET_COMMIT_VERSION)
     if guard is not None:
         holds = verifier.holds(partition, body.producer_id, guard)
         verifier.release(partition, body.producer_id, guard)

@@ -198,6 +198,16 @@ async def handle_describe_groups(broker: Broker, request: Request) -> Response:
         if group_id in denied:
             continue
         error, description = broker.group_coordinator.describe(group_id)
+        unknown = description is not None and description.state == "Dead"
+        if error is Error.GROUP_ID_NOT_FOUND or unknown:
+            # A consumer group (KIP-848) or none: Kafka 4 says so from v6 on (KIP-1043).
+            what = "not found" if unknown else "is not a classic group"
+            groups.append(DescribedGroup(
+                error_code=Error.GROUP_ID_NOT_FOUND if version >= 6 else 0,
+                error_message=f"Group {group_id} {what}.", group_id=group_id,
+                group_state="Dead", protocol_type="", protocol_data="", members=[],
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
         if description is None:
             groups.append(DescribedGroup(
                 error_code=error, error_message=error.name, group_id=group_id, group_state="",
@@ -229,7 +239,8 @@ async def handle_list_groups(broker: Broker, request: Request) -> Response:
                   if authorizer.allowed(Op.DESCRIBE, Rt.GROUP, g[0], log_denial=False)]
     return {"throttle_time_ms": 0, "error_code": error, "groups": [
         ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state,
-                    group_type="classic") for group_id, protocol_type, state in listed]}
+                    group_type=group_type)
+        for group_id, protocol_type, state, group_type in listed]}
 
 
 async def handle_delete_groups(broker: Broker, request: Request) -> Response:

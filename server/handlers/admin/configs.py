@@ -2,17 +2,17 @@
 
 TOPIC resources are described, validated and altered as Kafka 4.x's broker and
 controller do (ConfigHelper, ConfigAdminManager, ConfigurationControlManager).
-BROKER resources are described (the node id, or "" for the cluster-wide dynamic
-defaults); josefk has no dynamic broker configs, so altering one is refused with
-INVALID_REQUEST, as Kafka refuses a static-only key ("Cannot update these configs
-dynamically"), and deleting one is a no-op.
+BROKER resources (the node id, or "" for the cluster-wide dynamic defaults) are
+described with each value's source, and altered as Kafka's dynamic broker configs:
+checked (``config.dynamic``), stored in the entity config store, and applied by every
+broker when the store tells it of the change (``server.reconfiguration``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin.configs import (
@@ -34,16 +34,27 @@ from josefk.protocol.error_codes import (
 )
 from josefk.protocol.messages import Request
 from josefk.server.config.broker import validate_topic_configs
-from josefk.server.config.keys import BROKER_KEYS, TOPIC_KEYS
-from josefk.server.config.values import (
-    INT32_MAX,
-    ConfigEntry,
-    ConfigError,
-    ConfigType,
-    parse_java_int,
-    parse_value,
-)
+from josefk.server.config.values import ConfigEntry, ConfigError
 from josefk.server.handlers import Response
+from josefk.server.handlers.admin.broker_configs import (
+    alter_broker,
+    alter_loggers,
+    describe_broker_resource,
+)
+from josefk.server.handlers.admin.config_changes import (
+    BROKER,
+    BROKER_LOGGER,
+    CLIENT_METRICS,
+    DELETE,
+    GROUP,
+    RESOURCE_TYPES,
+    SET,
+    TOPIC,
+    Change,
+    ResourceError,
+    apply_incremental,
+    broker_id,
+)
 from josefk.server.security.checks import ERROR_MESSAGES, config_denied
 
 if TYPE_CHECKING:
@@ -52,31 +63,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-# ConfigResource.Type ids.
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
-RESOURCE_TYPES = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
-                  CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}
-# AlterConfigOp.OpType ids.
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
 DescribeResult = DescribeConfigsResponse.DescribeConfigsResult
 DescribeEntry = DescribeResult.DescribeConfigsResourceResult
 DescribeSynonym = DescribeEntry.DescribeConfigsSynonym
 AlterResult = AlterConfigsResponse.AlterConfigsResourceResponse
 IncrementalResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-
-Change = tuple[str, int, "str | None"]  # (config name, AlterConfigOp id, value)
-
-
-class ResourceError(Exception):
-    """A config resource Kafka answers with ``code`` (and ``message``)."""
-
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
 
 # --- DescribeConfigs ---------------------------------------------------------------------
 
@@ -122,14 +113,8 @@ def describe_resource(broker: Broker, resource_type: int, name: str) -> list[Con
         if topic is None:
             raise ResourceError(UNKNOWN_TOPIC_OR_PARTITION)
         return list(broker.describe_topic_configs(topic.name, topic.configs))
-    if resource_type == BROKER:
-        if not name:
-            # Kafka lists the dynamic cluster-wide defaults only; josefk has none.
-            return []
-        if _broker_id(name) != broker.node_id:
-            raise ResourceError(INVALID_REQUEST, f"Unexpected broker id, expected "
-                                f"{broker.node_id} or empty string, but received {name}")
-        return broker.config.describe()
+    if resource_type in (BROKER, BROKER_LOGGER):
+        return describe_broker_resource(broker, resource_type, name)
     if resource_type in RESOURCE_TYPES:
         raise ResourceError(INVALID_REQUEST, f"josefk does not support "
                             f"{RESOURCE_TYPES[resource_type]} config resources")
@@ -202,7 +187,7 @@ def _check_alter_allowed(broker: Broker, rtype: int, name: str, changes: Sequenc
     if not broker.authorizer.enabled or (rtype == BROKER_LOGGER and not incremental):
         return
     _check_changes(changes)
-    if rtype == BROKER and name and _broker_id(name, "Node id") != broker.node_id:
+    if rtype == BROKER and name and broker_id(name, "Node id") != broker.node_id:
         return  # alter_resource refuses it
     denied = config_denied(broker.authorizer, AclOperation.ALTER_CONFIGS, rtype, name)
     if denied is not None:
@@ -226,8 +211,10 @@ async def alter_resource(broker: Broker, rtype: int, name: str, changes: Sequenc
     if rtype == TOPIC:
         await _alter_topic(broker, name, changes, incremental, validate_only)
     elif rtype == BROKER:
-        _alter_broker(broker, name, changes, incremental)
-    elif rtype in (CLIENT_METRICS, GROUP) or (rtype == BROKER_LOGGER and incremental):
+        await alter_broker(broker, name, changes, incremental, validate_only)
+    elif rtype == BROKER_LOGGER and incremental:
+        alter_loggers(broker, name, changes, validate_only)
+    elif rtype in (CLIENT_METRICS, GROUP):
         raise ResourceError(INVALID_REQUEST, f"josefk does not support altering "
                             f"{RESOURCE_TYPES[rtype]} config resources")
     else:
@@ -262,127 +249,11 @@ async def _alter_topic(broker: Broker, name: str, changes: Sequence[Change], inc
         logger.info("topic %s configs: %s", name, wanted)
 
 
-def apply_incremental(current: dict[str, str], changes: Iterable[Change]) -> dict[str, str]:
-    """A topic's overrides after SET/DELETE/APPEND/SUBTRACT (ConfigurationControlManager).
-
-    APPEND and SUBTRACT work on LIST configs only, starting from the override or else
-    the config's default; they split the given value at commas.
-    """
-    result = dict(current)
-    for key, op, value in changes:
-        if op == SET:
-            assert value is not None
-            result[key] = value
-        elif op == DELETE:
-            result.pop(key, None)
-        elif op in (APPEND, SUBTRACT):
-            assert value is not None
-            spec = TOPIC_KEYS.get(key)
-            if spec is None or spec.type != ConfigType.LIST:
-                raise ResourceError(INVALID_CONFIG, f"Can't {OP_NAMES[op]} to key {key} "
-                                    "because its type is not LIST.")
-            old = result.get(key)
-            if old is None:
-                old = ",".join(spec.default or [])
-            parts = [p for p in old.split(",") if p]
-            items = _java_split(value)
-            result[key] = ",".join(_append(parts, items) if op == APPEND
-                                   else _subtract(parts, items))
-        else:
-            raise ResourceError(INVALID_REQUEST, f"Unknown operations type {op}")
-    return result
-
-
-def _append(parts: list[str], items: Iterable[str]) -> list[str]:
-    """``parts`` and then each item not yet among them (duplicates ``parts`` already
-    had stay), as Kafka's ``if (!list.contains(v)) list.add(v)``, in linear time."""
-    present = set(parts)
-    result = list(parts)
-    for item in items:
-        if item not in present:
-            present.add(item)
-            result.append(item)
-    return result
-
-
-def _subtract(parts: list[str], items: Iterable[str]) -> list[str]:
-    """``parts`` less one occurrence, the first, per item (Kafka's ``list.remove(v)``
-    for each), in linear time."""
-    remove = Counter(items)
-    result = []
-    for part in parts:
-        if remove[part] > 0:
-            remove[part] -= 1
-        else:
-            result.append(part)
-    return result
-
-
-def _java_split(value: str) -> list[str]:
-    """Java's ``value.split(",")``: trailing empty strings dropped, unless nothing
-    was split."""
-    parts = value.split(",")
-    if len(parts) > 1:
-        while parts and not parts[-1]:
-            parts.pop()
-    return parts
-
-
-def _alter_broker(broker: Broker, name: str, changes: Sequence[Change],
-                  incremental: bool) -> None:
-    """Kafka's ConfigAdminManager checks for BROKER resources, then josefk's refusal.
-
-    The dynamic set starts empty (josefk has none), so DELETEs leave nothing to change.
-    """
-    if name and _broker_id(name, "Node id") != broker.node_id:
-        raise ResourceError(INVALID_REQUEST, f"Unexpected broker id, expected "
-                            f"{broker.node_id}, but received {name}")
-    props: dict[str, str] = {}
-    for key, op, value in changes:
-        if op == SET:
-            assert value is not None
-            props[key] = value
-        elif op == DELETE:
-            props.pop(key, None)
-        elif op in (APPEND, SUBTRACT):
-            spec = BROKER_KEYS.get(key)
-            if spec is None:
-                raise ResourceError(INVALID_CONFIG, f"Unknown config name: {key}")
-            if spec.type != ConfigType.LIST:
-                raise ResourceError(INVALID_CONFIG, f"Config value {OP_NAMES[op].lower()} is "
-                                    f"not allowed for config key: {key}")
-            props[key] = value or ""
-        else:
-            raise ResourceError(INVALID_REQUEST, f"Unknown operations type {op}")
-    static = [key for key in props if key in BROKER_KEYS and not BROKER_KEYS[key].dynamic]
-    if static:
-        raise ResourceError(INVALID_REQUEST, "Cannot update these configs dynamically: "
-                            f"[{', '.join(static)}]")
-    for key, value in props.items():
-        spec = BROKER_KEYS.get(key)
-        if spec is not None:
-            try:
-                parse_value(key, value, spec.type, spec.validator)
-            except ConfigError as e:
-                raise ResourceError(INVALID_REQUEST, str(e)) from e
-    if props:
-        raise ResourceError(INVALID_REQUEST, "josefk does not support dynamic broker configs "
-                            f"(set them in server.properties): {', '.join(props)}")
-
-
 def _check_topic_name(name: str) -> None:
     try:
         validate_topic_name(name)
     except InvalidTopicError as e:
         raise ResourceError(INVALID_TOPIC_EXCEPTION, str(e)) from e
-
-
-def _broker_id(name: str, what: str = "Broker id") -> int:
-    """The node id a BROKER resource names (Java's ``Integer.parseInt``)."""
-    node_id = parse_java_int(name, -(1 << 31), INT32_MAX)
-    if node_id is None:
-        raise ResourceError(INVALID_REQUEST, f"{what} must be an integer, but it is: {name}")
-    return node_id
 
 
 HANDLERS = {

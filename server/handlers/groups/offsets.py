@@ -113,6 +113,11 @@ async def handle_offset_fetch(broker: Broker, request: Request) -> Response:
             topics = None if group.topics is None else \
                 [(t.name, list(t.partition_indexes)) for t in group.topics]
             error, fetched = _fetch_offsets(broker, group.group_id, topics, stable)
+            if error == 0 and version >= 9:
+                # A consumer group's member fetches at its epoch (KIP-848).
+                error = broker.group_coordinator.validate_offset_fetch(
+                    group.group_id, group.member_id, group.member_epoch)
+                fetched = fetched if error == 0 else []
             groups.append(FetchGroup(group_id=group.group_id, error_code=error, topics=[
                 FetchGroupTopic(name=name, partitions=[
                     FetchGroupPartition(**_partition(o)) for o in offsets])

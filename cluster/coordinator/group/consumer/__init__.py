@@ -1,0 +1,10 @@
+"""KIP-848 consumer groups (the "consumer" rebalance protocol) beside the classic ones.
+
+``assignors`` are the server-side assignors (``uniform``, ``range``); ``reconciliation``
+moves one member towards its target assignment as a table of transitions (revoke before
+assign); ``member`` and ``group`` are a group's state with its epochs, changed only by
+replaying ``records`` (the ConsumerGroup* records of ``__consumer_offsets``);
+``heartbeat`` answers ConsumerGroupHeartbeat, fences members and describes groups, as
+Kafka 4's ``GroupMetadataManager`` does. No I/O here: the classic package's coordinator
+writes the records and runs the timers.
+"""

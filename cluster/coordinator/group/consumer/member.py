@@ -1,0 +1,88 @@
+"""A consumer group member as the coordinator knows it (Kafka's ``ConsumerGroupMember``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from josefk.cluster.coordinator.group.consumer.records import (
+    Assignment,
+    CurrentAssignmentValue,
+    MemberMetadataValue,
+)
+
+LEAVE_EPOCH = -1  # a member leaving the group
+STATIC_LEAVE_EPOCH = -2  # a static member leaving for a while (it keeps its place)
+
+
+class MemberState(IntEnum):
+    """Where a member is in reconciling its assignment with its target (the record's
+    ``State`` byte)."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1  # it must give up partitions first
+    UNRELEASED_PARTITIONS = 2  # partitions it is due are still another member's
+    UNKNOWN = 127
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMember:
+    """One member: its subscription (MemberMetadata) and its current assignment
+    (CurrentMemberAssignment). Immutable: requests build changed copies."""
+
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+    def replace(self, **changes: object) -> ConsumerMember:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def with_epoch(self, epoch: int) -> ConsumerMember:
+        """The member at ``epoch``, remembering the one it leaves (Kafka's updateMemberEpoch)."""
+        return self.replace(member_epoch=epoch, previous_member_epoch=self.member_epoch)
+
+    def metadata_value(self) -> MemberMetadataValue:
+        return MemberMetadataValue(self.instance_id, self.rack_id, self.client_id,
+                                   self.client_host, self.subscribed_topic_names,
+                                   self.subscribed_topic_regex, self.rebalance_timeout_ms,
+                                   self.server_assignor)
+
+    def assignment_value(self) -> CurrentAssignmentValue:
+        return CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch,
+                                      int(self.state), self.assigned, self.pending_revocation)
+
+    def with_metadata(self, v: MemberMetadataValue) -> ConsumerMember:
+        return self.replace(instance_id=v.instance_id, rack_id=v.rack_id,
+                            client_id=v.client_id, client_host=v.client_host,
+                            subscribed_topic_names=v.subscribed_topic_names,
+                            subscribed_topic_regex=v.subscribed_topic_regex,
+                            rebalance_timeout_ms=v.rebalance_timeout_ms,
+                            server_assignor=v.server_assignor)
+
+    def with_assignment(self, v: CurrentAssignmentValue) -> ConsumerMember:
+        try:
+            state = MemberState(v.state)
+        except ValueError:
+            state = MemberState.UNKNOWN
+        return self.replace(member_epoch=v.member_epoch,
+                            previous_member_epoch=v.previous_member_epoch, state=state,
+                            assigned=v.assigned, pending_revocation=v.pending_revocation)
+
+    def owned_partitions(self) -> Assignment:
+        """Assigned and pending revocation: what no other member may be given yet."""
+        result = dict(self.assigned)
+        for topic_id, parts in self.pending_revocation.items():
+            result[topic_id] = result.get(topic_id, frozenset()) | parts
+        return result

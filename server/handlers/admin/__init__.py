@@ -1,0 +1,1 @@
+"""Handlers of the admin APIs: topics and partitions, and configs."""
