@@ -129,7 +129,14 @@ class ProducerProcess:
                 self._send(producer, seq)
                 seq += 1
             next_send += interval
-            producer.poll(max(0.0, next_send - time.monotonic()))
+            try:
+                producer.poll(max(0.0, next_send - time.monotonic()))
+            except KafkaException as exc:
+                # A fatal error can surface from poll() too: replace the instance as above.
+                self.history.record("client-error", process=self.name,
+                                    error=str(exc.args[0]), fatal=exc.args[0].fatal())
+                if exc.args[0].fatal():
+                    self.fatal.set()
         producer.flush(30)
 
     def _send(self, producer: Producer, seq: int) -> None:
