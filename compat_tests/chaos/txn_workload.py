@@ -29,7 +29,7 @@ from confluent_kafka import (
 )
 
 from .history import History
-from .workload import POLL_BATCH, _common, _records
+from .workload import POLL_BATCH, _common, _records, read_partition
 
 TXN_TIMEOUT_MS = 60000
 
@@ -313,19 +313,7 @@ def final_read_committed(workload: TxnWorkload, topic: str, partitions: int,
     complete = True
     try:
         for p in range(partitions):
-            tp = TopicPartition(topic, p)
-            _, high = consumer.get_watermark_offsets(tp, timeout=10)
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
-            records: list[list[object]] = []
-            position = 0
-            while position < high and time.monotonic() < deadline:
-                for m in consumer.consume(POLL_BATCH, 1.0):
-                    if m.error() is None:
-                        records.append([m.offset(), m.value().decode() if m.value() else None])
-                position = max(position, consumer.position([tp])[0].offset)
-            history.record("final", topic=topic, partition=p, records=records,
-                           high_watermark=high)
-            complete &= position >= high
+            complete &= read_partition(consumer, topic, p, history, deadline)
     finally:
         consumer.close()
     return complete

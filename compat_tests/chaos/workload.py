@@ -261,15 +261,21 @@ def final_read(workload: Workload, history: History, timeout: float) -> bool:
     complete = True
     try:
         for p in range(workload.partitions):
-            complete &= _read_partition(consumer, workload.topic, p, history, deadline)
+            complete &= read_partition(consumer, workload.topic, p, history, deadline)
     finally:
         consumer.close()
     return complete
 
 
-def _read_partition(
+def read_partition(
     consumer: Consumer, topic: str, partition: int, history: History, deadline: float
 ) -> bool:
+    """Read ``partition`` from the beginning up to its high watermark into a ``final``
+    event (control records count by position); False if the deadline came first.
+
+    The watermark lookup is retried: just after the faults heal a leader may still be
+    moving, and the client answers NOT_LEADER_FOR_PARTITION until its metadata catches up.
+    """
     tp = TopicPartition(topic, partition)
     _, high = _retry(lambda: consumer.get_watermark_offsets(tp, timeout=10), deadline)
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
@@ -280,8 +286,9 @@ def _read_partition(
             if m.error() is None:
                 value = m.value()
                 records.append([m.offset(), value.decode() if value else None])
-                position = m.offset() + 1
-    history.record("final", partition=partition, records=records, high_watermark=high)
+        position = max(position, consumer.position([tp])[0].offset)
+    history.record("final", topic=topic, partition=partition, records=records,
+                   high_watermark=high)
     return position >= high
 
 
