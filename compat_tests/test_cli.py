@@ -205,6 +205,52 @@ def test_group_describe_matches_consumer_groups_command(
     assert _committed(admin, group) == {0: 2, 1: 1}
 
 
+@pytest.mark.timeout(180)
+def test_describe_a_consumer_protocol_group(broker: Broker, make_topic: Callable[..., str],
+                                            kafka_tools: Path) -> None:
+    """A KIP-848 group (librdkafka with ``group.protocol=consumer``) is described through
+    ConsumerGroupDescribe: the same rows as ``kafka-consumer-groups.sh --describe``."""
+    import confluent_kafka
+
+    from .test_java_tools import run_tool
+
+    topic = make_topic(partitions=2)
+    _fill(broker, topic, (int(time.time()) - 60) * 1000)
+    group = _group()
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": group,
+        "group.protocol": "consumer", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "client.id": "cli-848-member"})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, "the consumer never got both partitions"
+            consumer.poll(0.2)
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, 2),
+                                 confluent_kafka.TopicPartition(topic, 1, 1)],
+                        asynchronous=False)
+        ours = josefk_json(broker, "groups", "describe", group)
+        assert (ours["state"], ours["protocol_type"], ours["protocol"]) == (
+            "Stable", "consumer", "uniform")
+        [m] = ours["members"]
+        assert (m["client_id"], m["assignment"]) == (
+            "cli-848-member", [[topic, 0], [topic, 1]])
+        assert {o["partition"]: (o["committed"], o["log_end"], o["lag"], o["member_id"])
+                for o in ours["offsets"]} == {0: (2, 6, 4, m["member_id"]),
+                                              1: (1, 4, 3, m["member_id"])}
+        columns = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                   "CONSUMER-ID", "HOST", "CLIENT-ID")
+        tool = run_tool(kafka_tools, GROUP_COMMAND, "--bootstrap-server", broker.bootstrap,
+                        "--describe", "--group", group)
+        ours_text = josefk(broker, "groups", "describe", group).stdout
+        assert sorted(tuple(r[c] for c in columns) for r in table(ours_text, "GROUP")) == \
+            sorted(tuple(r[c].lstrip("/") for c in columns)
+                   for r in table(tool.stdout, "GROUP"))
+    finally:
+        consumer.close()
+
+
 def _committed(admin: KafkaAdminClient, group: str) -> dict[int, int]:
     offsets = admin.list_group_offsets({group: None})[group]
     return {tp.partition: om.offset for tp, om in offsets.items()}

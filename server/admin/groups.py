@@ -1,5 +1,6 @@
-"""Consumer groups through their coordinator: ListGroups, DescribeGroups, OffsetFetch
-and OffsetCommit, with lag against ListOffsets, as ``kafka-consumer-groups.sh`` does."""
+"""Consumer groups through their coordinator: ListGroups, DescribeGroups (classic groups)
+or ConsumerGroupDescribe (KIP-848 groups), OffsetFetch and OffsetCommit, with lag against
+ListOffsets, as ``kafka-consumer-groups.sh`` does."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
 
+from josefk.protocol.schemas.consumer_groups import ConsumerGroupDescribeRequest
 from josefk.server.admin.brokers import Brokers, check
 from josefk.server.admin.errors import AdminError
 from josefk.server.admin.offsets import EARLIEST, LATEST, TopicPartition, list_offsets
@@ -22,7 +24,10 @@ LIST_GROUPS_VERSION = 4
 DESCRIBE_GROUPS_VERSION = 5
 OFFSET_FETCH_VERSION = 7
 OFFSET_COMMIT_VERSION = 8
+API_VERSIONS_VERSION = 3
+CONSUMER_GROUP_DESCRIBE = 69
 INACTIVE_STATES = ("Empty", "Dead")
+GROUP_ID_NOT_FOUND = 69
 
 _CommitTopic = OffsetCommitRequest.OffsetCommitRequestTopic
 _CommitPartition = _CommitTopic.OffsetCommitRequestPartition
@@ -49,18 +54,50 @@ async def _list_groups_of(brokers: Brokers, broker_id: int) -> Any:
 
 
 async def describe_group(brokers: Brokers, group_id: str) -> GroupView:
-    """State, members and per-partition lag; GROUP_ID_NOT_FOUND for no such group."""
+    """State, members and per-partition lag; GROUP_ID_NOT_FOUND for no such group.
+
+    DescribeGroups knows classic groups only: for a KIP-848 group it answers Dead (below
+    v6), so the coordinator is then asked with ConsumerGroupDescribe where it serves it.
+    """
     coordinator, described = await _described(brokers, group_id)
-    if described.group_state == "Dead":
-        raise AdminError("GROUP_ID_NOT_FOUND", f"consumer group {group_id!r} does not exist")
-    members = [_member_view(m, described.protocol_type) for m in described.members]
+    if described.group_state != "Dead":
+        members = [_member_view(m, described.protocol_type) for m in described.members]
+        state, protocol_type, protocol = (described.group_state, described.protocol_type,
+                                          described.protocol_data)
+    else:
+        consumer_group = await _consumer_group(brokers, coordinator, group_id)
+        if consumer_group is None:
+            raise AdminError("GROUP_ID_NOT_FOUND",
+                             f"consumer group {group_id!r} does not exist")
+        members = [_consumer_member_view(m) for m in consumer_group.members]
+        state, protocol_type, protocol = (consumer_group.group_state, "consumer",
+                                          consumer_group.assignor_name)
     committed = await _committed(brokers, group_id)
     owner = {tp: m.member_id for m in members for tp in m.assignment}
     partitions = sorted(set(committed) | set(owner))
     log_end = await list_offsets(brokers, partitions, LATEST)
     offsets = [_lag(tp, committed.get(tp), log_end.get(tp), owner.get(tp)) for tp in partitions]
-    return GroupView(group_id, described.group_state, described.protocol_type,
-                     described.protocol_data, coordinator, members, offsets)
+    return GroupView(group_id, state, protocol_type, protocol, coordinator, members, offsets)
+
+
+async def _consumer_group(brokers: Brokers, coordinator: int, group_id: str) -> Any | None:
+    """The group's ConsumerGroupDescribe entry; None when it is no consumer group or the
+    coordinator does not serve the api (a ZooKeeper-mode Kafka closes the connection on
+    an api it does not list, so ApiVersions is asked first)."""
+    versions = await brokers.send(coordinator, ApiVersionsRequest(
+        client_software_name="josefk", client_software_version="1"), API_VERSIONS_VERSION)
+    if not any(a.api_key == CONSUMER_GROUP_DESCRIBE for a in versions.api_keys):
+        return None
+    request = ConsumerGroupDescribeRequest[0](group_ids=[group_id],
+                                              include_authorized_operations=False)
+
+    def errors(response: Any) -> None:
+        group = response.groups[0]
+        if group.error_code != GROUP_ID_NOT_FOUND:
+            check(group.error_code, f"describe group {group_id!r}", group.error_message)
+
+    group = (await _to_coordinator(brokers, group_id, request, 0, errors)).groups[0]
+    return None if group.error_code == GROUP_ID_NOT_FOUND else group
 
 
 async def reset_offsets(brokers: Brokers, group_id: str, topic: str, to: ResetTarget,
@@ -180,6 +217,13 @@ def _member_view(member: Any, protocol_type: str) -> MemberView:
     if protocol_type == "consumer" and member.member_assignment:
         decoded = ConsumerProtocolAssignment.decode(bytes(member.member_assignment))
         assignment = sorted((t, p) for t, ps in decoded.assigned_partitions for p in ps)
+    return MemberView(member.member_id, member.client_id, member.client_host.lstrip("/"),
+                      assignment)
+
+
+def _consumer_member_view(member: Any) -> MemberView:
+    assignment = sorted((t.topic_name, p) for t in member.assignment.topic_partitions
+                        for p in t.partitions)
     return MemberView(member.member_id, member.client_id, member.client_host.lstrip("/"),
                       assignment)
 

@@ -5,8 +5,6 @@ compat_tests/test_request_checks.py, against Kafka too."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from josefk.server.config.values import ConfigError, ConfigType, parse_java_int, parse_value
@@ -55,12 +53,13 @@ def test_append_and_subtract_order(start: str, op: int, value: str, want: str) -
     assert apply_incremental({THROTTLED: start}, [(THROTTLED, op, value)]) == {THROTTLED: want}
 
 
-def test_append_and_subtract_take_linear_time() -> None:
-    n = 30_000  # quadratic work took seconds here; linear takes milliseconds
+def test_append_and_subtract_on_long_lists() -> None:
+    # 30,000 entries: the quadratic version took seconds here, so a regression shows as
+    # a slow test (pytest's timeout bounds it) rather than through a timing assert.
+    n = 30_000
     current = ",".join(f"{i}:1" for i in range(n))
     given = ",".join(f"{i}:1" for i in range(n // 2, n + n // 2))
-    for op, want in ((APPEND, n + n // 2), (SUBTRACT, n // 2)):
-        began = time.perf_counter()
-        result = apply_incremental({THROTTLED: current}, [(THROTTLED, op, given)])
-        assert time.perf_counter() - began < 1.0, op
-        assert len(result[THROTTLED].split(",")) == want
+    appended = apply_incremental({THROTTLED: current}, [(THROTTLED, APPEND, given)])
+    assert appended[THROTTLED].split(",") == [f"{i}:1" for i in range(n + n // 2)]
+    subtracted = apply_incremental({THROTTLED: current}, [(THROTTLED, SUBTRACT, given)])
+    assert subtracted[THROTTLED].split(",") == [f"{i}:1" for i in range(n // 2)]
