@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from josefk.server.config.broker import BrokerConfig
 from josefk.server.config.dynamic import BROKERS, DEFAULT, from_persistent, loggable
+from josefk.server.config.passwords import NoSecret, PasswordCodec, codec_for
 from josefk.server.config.values import ConfigError
 from josefk.server.network.quotas import resolve_overrides
 from josefk.server.security.listener import listener_security
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 _CLEANER_KEYS = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
                  "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
                  "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms")
+NO_SECRET = NoSecret()
 _QUOTA_KEYS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
 
 
@@ -125,11 +127,22 @@ class BrokerReconfiguration:
         self.entity = str(broker.node_id)
         broker.entity_configs.subscribe(self._on_change)
 
+    def passwords(self) -> PasswordCodec:
+        """How this broker stores and reads dynamic password configs."""
+        config = self.broker.config
+        return codec_for(config.values, bool(config.zookeeper_connect))
+
     def layers(self) -> tuple[dict[str, str], dict[str, str]]:
         """The stored cluster-wide defaults and this broker's settings, as applied."""
         store = self.broker.entity_configs
-        return (from_persistent(store.get(BROKERS, DEFAULT), False, DEFAULT),
-                from_persistent(store.get(BROKERS, self.entity), True, self.entity))
+        try:
+            passwords = self.passwords()
+        except ConfigError as e:
+            logger.error("dynamic password configs cannot be read: %s", e)
+            passwords = NO_SECRET
+        return (from_persistent(store.get(BROKERS, DEFAULT), False, DEFAULT, passwords),
+                from_persistent(store.get(BROKERS, self.entity), True, self.entity,
+                                passwords))
 
     def initial(self, config: BrokerConfig) -> BrokerConfig:
         """``config`` under the dynamic settings stored now (at start-up, before the parts

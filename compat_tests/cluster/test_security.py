@@ -8,6 +8,8 @@ where a user created through either kind works on the other."""
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 import subprocess
 import time
 import uuid
@@ -17,6 +19,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -25,13 +31,20 @@ from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka.protocol.admin import CreateAclsRequest
 
-from ..certs import Certs
+from ..certs import ROTATED_KEY_PASSWORD, Certs
 from ..conftest import free_port
 from ..rawkafka import RawConnection
 from ..security.clients import ROUND_TRIPS, Login, kafka_python_config
 from ..security.conftest import PLAIN_USERS, _jaas
 from .conftest import need_jars, target
-from .harness import BROKER_IDS, CLUSTER_START_TIMEOUT, Cluster, ZooKeeperServer, wait_until
+from .harness import (
+    BROKER_IDS,
+    CLUSTER_START_TIMEOUT,
+    Cluster,
+    ZooKeeperServer,
+    wait_until,
+    znode_json,
+)
 
 MIXED = {1: "kafka", 2: "josefk", 3: "josefk"}
 
@@ -48,6 +61,8 @@ def secure_config(certs: Certs) -> dict[str, str]:
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_jaas,
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.keystore),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca),
+        # Dynamic password configs are stored encrypted in /config/brokers/<id>.
+        "password.encoder.secret": "compat-encoder-secret",
     }
 
 
@@ -221,3 +236,60 @@ def _produces(cluster: Cluster, topic: str, certs: Certs) -> bool:
     except TopicAuthorizationFailedError:
         return False
     return True
+
+
+def served_certificate(port: int) -> bytes:
+    """The DER certificate a TLS handshake with 127.0.0.1:``port`` presents."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def pem_certificate(path: Path) -> bytes:
+    """The DER of the first certificate in a PEM key store."""
+    text = path.read_text()
+    begin = text.index("-----BEGIN CERTIFICATE-----")
+    end = text.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")
+    return ssl.PEM_cert_to_DER_cert(text[begin:end])
+
+
+def test_a_key_store_rotated_with_its_password_is_stored_encrypted(
+        cluster: Cluster, certs: Certs) -> None:
+    """``listener.name.sasl_ssl.ssl.key.password`` set on one broker while it runs, with
+    a new key store: new TLS connections get the new certificate, the password is in
+    /config/brokers/<id> encrypted with ``password.encoder.secret`` (Kafka 3.9's
+    format), and the broker reads it back from there after a restart."""
+    broker_id = 2
+    port = cluster.sasl_ports[broker_id]  # type: ignore[attr-defined]
+    assert served_certificate(port) == pem_certificate(certs.keystore)
+    prefix = "listener.name.sasl_ssl."
+    resource = ConfigResource(ResourceType.BROKER, str(broker_id), incremental_configs=[
+        ConfigEntry(prefix + "ssl.keystore.location", str(certs.rotated_keystore),
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry(prefix + "ssl.key.password", ROTATED_KEY_PASSWORD,
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    rotated = pem_certificate(certs.rotated_keystore)
+    wait_until(lambda: served_certificate(port) == rotated or None, 30,
+               "the rotated certificate on new connections")
+    raw, _ = cluster.zk.get(f"/config/brokers/{broker_id}")
+    stored = json.loads(raw)["config"]
+    assert ROTATED_KEY_PASSWORD.encode() not in raw
+    assert "encryptedPassword:" in stored[prefix + "ssl.key.password"]
+    assert stored[prefix + "ssl.keystore.location"] == str(certs.rotated_keystore)
+    login = Login("SASL_SSL", "PLAIN", "alice", PLAIN_USERS["alice"])
+    assert round_trip_when_ready(sasl_bootstrap(cluster, broker_id), login, certs)
+
+    broker = cluster.brokers[broker_id]
+    broker.terminate()
+    broker.start()
+    assert served_certificate(port) == rotated
+    assert round_trip_when_ready(sasl_bootstrap(cluster, broker_id), login, certs)
+    assert znode_json(cluster.zk, f"/config/brokers/{broker_id}")[0]["config"] == stored

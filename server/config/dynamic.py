@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from josefk.server.config.broker import BrokerConfig
 from josefk.server.config.keys import BROKER_KEYS, LISTENER_ONLY_KEYS, PER_BROKER_KEYS
+from josefk.server.config.passwords import PasswordCodec
 from josefk.server.config.values import ConfigError, ConfigType, parse_value
 
 logger = logging.getLogger(__name__)
@@ -86,10 +87,21 @@ def validate(props: Mapping[str, str], per_broker: bool) -> None:
                           f"{_names(refused)}")
 
 
-def from_persistent(props: Mapping[str, str], per_broker: bool, entity: str
-                    ) -> dict[str, str]:
+def to_persistent(props: Mapping[str, str], per_broker: bool, passwords: PasswordCodec
+                  ) -> dict[str, str]:
+    """``toPersistentProps``: ``props`` with each password encoded for the store."""
+    stored = dict(props)
+    for name in (n for n in props if is_password(n)):
+        if not per_broker:
+            raise ConfigError("Password config can be defined only at broker level")
+        stored[name] = passwords.encode(props[name])
+    return stored
+
+
+def from_persistent(props: Mapping[str, str], per_broker: bool, entity: str,
+                    passwords: PasswordCodec) -> dict[str, str]:
     """``fromPersistentProps``: the stored settings less those that may not be set
-    there, each dropped with an error naming it (never its value)."""
+    there, each dropped with an error naming it (never its value); passwords decoded."""
     kept = dict(props)
     for refused, reason in (
             (non_dynamic(kept) | {n for n in kept if _base_name(n) in RESTART_ONLY_KEYS},
@@ -102,6 +114,13 @@ def from_persistent(props: Mapping[str, str], per_broker: bool, entity: str
             logger.error("brokers/%s: %s: %s", entity, reason, _names(refused))
             for name in refused:
                 kept.pop(name, None)
+    for name in [n for n in kept if is_password(n)]:
+        try:
+            kept[name] = passwords.decode(kept[name])
+        except ConfigError:
+            logger.error("brokers/%s: dynamic password config %s could not be decoded, "
+                         "ignoring", entity, name)
+            del kept[name]
     for name in list(kept):
         spec = BROKER_KEYS.get(_base_name(name))
         if spec is None:

@@ -289,6 +289,13 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("ssl.client.auth", STR, "none", _one_of("required", "requested", "none"), dynamic=_DYN),
     K("ssl.endpoint.identification.algorithm", STR, "https", dynamic=_DYN),
     K("ssl.principal.mapping.rules", STR, "DEFAULT"),
+    # Kafka 3.9's ZooKeeper mode: dynamic password configs stored encrypted
+    K("password.encoder.secret", PASSWORD, None),
+    K("password.encoder.old.secret", PASSWORD, None),
+    K("password.encoder.keyfactory.algorithm", STR, None),
+    K("password.encoder.cipher.algorithm", STR, "AES/CBC/PKCS5Padding"),
+    K("password.encoder.key.length", INT, 128, _at_least(8)),
+    K("password.encoder.iterations", INT, 4096, _at_least(1024)),
     K("ssl.keymanager.algorithm", STR, "SunX509", doc=NO_EFFECT, dynamic=_DYN),
     K("ssl.trustmanager.algorithm", STR, "PKIX", doc=NO_EFFECT, dynamic=_DYN),
     K("ssl.secure.random.implementation", STR, None, doc=NO_EFFECT, dynamic=_DYN),

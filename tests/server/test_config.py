@@ -801,7 +801,10 @@ BROKER_DEFAULT_DEVIATIONS = {"node.id", "broker.id", "listeners", "log.dir"}
 JOSEFK_ONLY_KEYS = {"zookeeper.connect", "zookeeper.session.timeout.ms", "cluster.id",
                     "zookeeper.connection.timeout.ms", "controlled.shutdown.max.retries",
                     "controlled.shutdown.retry.backoff.ms", "inter.broker.protocol.version",
-                    "leader.imbalance.per.broker.percentage",
+                    "leader.imbalance.per.broker.percentage", "password.encoder.secret",
+                    "password.encoder.old.secret", "password.encoder.keyfactory.algorithm",
+                    "password.encoder.cipher.algorithm", "password.encoder.key.length",
+                    "password.encoder.iterations",
                     # The authorizer's own configs (AclAuthorizer and StandardAuthorizer read
                     # them from the properties; KafkaConfig does not define them).
                     "super.users", "allow.everyone.if.no.acl.found",

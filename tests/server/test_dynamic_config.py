@@ -12,6 +12,7 @@ import pytest
 from josefk.server.config.broker import BrokerConfig, load_config, topic_config_entries
 from josefk.server.config.dynamic import check_update, from_persistent, loggable, validate
 from josefk.server.config.keys import BROKER_KEYS, TOPIC_KEYS
+from josefk.server.config.passwords import Plain
 from josefk.server.config.values import ConfigError, ConfigSource, ConfigType
 
 DYN_BROKER = ConfigSource.DYNAMIC_BROKER_CONFIG
@@ -76,7 +77,7 @@ def test_stored_settings_that_may_not_be_there_are_dropped_without_their_values(
     kept = from_persistent({"log.dirs": "/x", "ssl.keystore.password": "hunter2",
                             "listener.name.ssl.ssl.key.password": "hunter3",
                             "log.retention.ms": "x", "message.max.bytes": "5"},
-                           per_broker=False, entity="<default>")
+                           per_broker=False, entity="<default>", passwords=Plain())
     assert kept == {"message.max.bytes": "5"}
     assert "hunter" not in caplog.text and "log.dirs" in caplog.text
 

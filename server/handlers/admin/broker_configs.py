@@ -19,8 +19,8 @@ from josefk.server.config.dynamic import (
     DEFAULT,
     check_update,
     from_persistent,
-    is_password,
     loggable,
+    to_persistent,
     validate,
 )
 from josefk.server.config.keys import BROKER_KEYS
@@ -78,15 +78,16 @@ async def alter_broker(broker: Broker, name: str, changes: Sequence[Change],
     per_broker = bool(name)
     entity = str(broker.node_id) if per_broker else DEFAULT
     stored = broker.entity_configs.get(BROKERS, entity)
-    if incremental:
-        props = _apply_broker_ops(from_persistent(stored, per_broker, entity), changes)
-    else:
-        props = {key: value for key, _, value in changes if value is not None}
     config = broker.config
     try:
+        passwords = broker.reconfiguration.passwords()
+        if incremental:
+            props = _apply_broker_ops(from_persistent(stored, per_broker, entity, passwords),
+                                      changes)
+        else:
+            props = {key: value for key, _, value in changes if value is not None}
         validate(props, per_broker)
-        if broker.cluster is not None and any(is_password(k) for k in props):
-            raise ConfigError("Password encoder secret not configured")
+        persistent = to_persistent(props, per_broker, passwords)
         updated = check_update(config, config.dynamic_default if per_broker else props,
                                props if per_broker else config.dynamic_broker)
         check_listeners(broker, updated)
@@ -95,8 +96,8 @@ async def alter_broker(broker: Broker, name: str, changes: Sequence[Change],
     if validate_only:
         return
     await broker.entity_configs.alter(
-        BROKERS, entity, {k: v for k, v in props.items() if stored.get(k) != v},
-        [k for k in stored if k not in props])
+        BROKERS, entity, {k: v for k, v in persistent.items() if stored.get(k) != v},
+        [k for k in stored if k not in persistent])
     logger.info("dynamic configs of brokers/%s: %s", entity, loggable(props))
 
 
