@@ -5,6 +5,7 @@
   without answering; other addresses are not affected; a closed connection frees a slot.
 - At ``max.connections`` the next connection is not refused: it gets no answer until
   another connection closes, then its pending request is served.
+- Over ``max.connection.creation.rate`` new connections are not refused: they wait.
 - ``max.connections.per.ip=0`` without overrides, or an override without a count,
   stops the broker from starting.
 
@@ -192,6 +193,28 @@ def test_at_max_connections_a_new_connection_waits_for_a_slot(capped_broker: Bro
     finally:
         for sock in held:
             sock.close()
+
+
+CREATION_RATE = 5
+# Kafka's rate divides by at least ten one-second windows, so the first 10 * rate
+# connections come at once; the rest are held back to the rate.
+RATE_CONNECTIONS = 10 * CREATION_RATE + 30
+
+
+def test_over_the_creation_rate_connections_wait(request: pytest.FixtureRequest,
+                                                 tmp_path: Path) -> None:
+    overrides = {"max.connection.creation.rate": str(CREATION_RATE)}
+    with own_broker(request, tmp_path, overrides) as broker:
+        time.sleep(1)  # the readiness probe's connection counts too
+        began = time.monotonic()
+        for i in range(RATE_CONNECTIONS):
+            with connect(broker) as sock:
+                sock.settimeout(SETTLE)
+                assert answered(sock, i), "over the creation rate a connection was refused"
+        elapsed = time.monotonic() - began
+    # The 30 beyond the first burst cannot come faster than the rate allows (the
+    # bound holds however slow the machine; unthrottled, all take well under a second).
+    assert elapsed >= (RATE_CONNECTIONS - 10 * CREATION_RATE - 5) / CREATION_RATE, elapsed
 
 
 @pytest.mark.parametrize("overrides", [

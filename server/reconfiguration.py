@@ -86,6 +86,8 @@ def reconfigure_quotas(broker: Broker, old: BrokerConfig, new: BrokerConfig) -> 
         # Host names resolve here, on the event loop: overrides are addresses as a rule.
         quotas.reconfigure(new.max_connections, new.max_connections_per_ip,
                            resolve_overrides(new.max_connections_per_ip_overrides))
+    if quotas is not None and quotas.rates is not None:
+        quotas.rates.reconfigure(new)
 
 
 def reconfigure_listeners(broker: Broker, old: BrokerConfig, new: BrokerConfig) -> None:

@@ -265,3 +265,26 @@ async def test_a_followers_connection_has_replica_socket_receive_buffer_bytes(
     # The kernel doubles what was asked; without a size, tcp_rmem's default stands.
     rmem = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[1])
     assert got == (2 * size if size != -1 else rmem)
+
+
+def test_creation_rates_throttle_broker_wide_and_per_listener(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from josefk.server.network import quotas
+    from josefk.server.quotas.rate import RateConfig
+
+    now = [1_000_000]
+    monkeypatch.setattr(quotas, "_now_ms", lambda: now[0])
+    rates = quotas.CreationRates(RateConfig(samples=11, window_ms=1000), 2,
+                                 {"CLIENT": 2, "REPLICATION": 100})
+    # At most 2/s over ten windows: the first 20 come at once, the 21st waits.
+    assert [rates.record("CLIENT", False) for _ in range(20)] == [0] * 20
+    assert rates.record("CLIENT", False) > 0
+    # The protected inter-broker listener is held only by its own limit.
+    assert rates.record("REPLICATION", True) == 0
+    # A wait is at most one window, however far over the rate.
+    assert max(rates.record("CLIENT", False) for _ in range(100)) == 1000
+    rates.broker_limit = rates.listener_limits["CLIENT"] = 1000
+    assert rates.record("CLIENT", False) == 0
+    now[0] += 60_000  # a quiet minute: the old samples are gone
+    rates.broker_limit = rates.listener_limits["CLIENT"] = 2
+    assert rates.record("CLIENT", False) == 0
