@@ -252,8 +252,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
                    "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
                    "org.apache.kafka.coordinator.group.assignor.RangeAssignor")),
     K("group.consumer.migration.policy", STR, "bidirectional",
-      _one_of("disabled", "downgrade", "upgrade", "bidirectional"),
-      doc="josefk converts only empty groups between the classic and consumer protocols."),
+      _one_of("disabled", "downgrade", "upgrade", "bidirectional")),
     K("group.coordinator.rebalance.protocols", LIST, ["classic", "consumer", "streams"],
       _each_one_of("classic", "consumer", "streams", "share"), doc=NO_EFFECT),
     # transactions

@@ -199,7 +199,7 @@ async def test_session_timeouts_fire_without_polling(broker: Broker,
         assert (group.state, group.generation, group.members) == (GroupState.EMPTY, 2, {})
         assert written(broker, "g")[-1] == (GroupMetadataKey("g"), GroupMetadataValue(
             "consumer", 2, None, None, group.state_timestamp or -1, ()))
-        assert coordinator._heap == []  # nothing left to wait for
+        assert coordinator.timers._heap == []  # nothing left to wait for
         nursery.cancel_scope.cancel()
 
 

@@ -34,7 +34,7 @@ DescribedMember = DescribedGroup.Member
 DescribedAssignment = DescribedMember.Assignment
 DescribedPartitions = DescribedAssignment.TopicPartitions
 AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)  # Integer.MIN_VALUE, "not asked for"
-CONSUMER_MEMBER = 1  # MemberType (v1): a member on the consumer protocol
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # MemberType (v1): the protocol a member speaks
 
 
 async def handle_heartbeat(broker: Broker, request: Request) -> Response:
@@ -124,7 +124,8 @@ def _described(d: ConsumerGroupDescription, operations: int, version: int
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=assignment(m.assignment),
             target_assignment=assignment(m.target_assignment),
-            **({"member_type": CONSUMER_MEMBER} if version >= 1 else {}))
+            **({"member_type": CLASSIC_MEMBER if m.classic else CONSUMER_MEMBER}
+               if version >= 1 else {}))
             for m in d.members])
 
 

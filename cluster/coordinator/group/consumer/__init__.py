@@ -5,6 +5,8 @@ moves one member towards its target assignment as a table of transitions (revoke
 assign); ``member`` and ``group`` are a group's state with its epochs, changed only by
 replaying ``records`` (the ConsumerGroup* records of ``__consumer_offsets``);
 ``heartbeat`` answers ConsumerGroupHeartbeat, fences members and describes groups, as
-Kafka 4's ``GroupMetadataManager`` does. No I/O here: the classic package's coordinator
-writes the records and runs the timers.
+Kafka 4's ``GroupMetadataManager`` does; ``classic_members`` serves the JoinGroup,
+SyncGroup, Heartbeat and LeaveGroup of members still speaking the classic protocol, and
+``migration`` turns a classic group with members into a consumer group and back. No I/O
+here: the classic package's coordinator writes the records and runs the timers.
 """

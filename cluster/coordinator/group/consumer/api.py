@@ -10,7 +10,7 @@ from typing import Protocol
 
 from josefk.cluster.coordinator.group.api import Error, GroupError
 from josefk.cluster.coordinator.group.consumer.assignors import ASSIGNORS, Assignor
-from josefk.cluster.coordinator.group.consumer.records import Assignment
+from josefk.cluster.coordinator.group.consumer.records import Assignment, ClassicMetadata
 from josefk.cluster.metadata.store import Topic
 
 
@@ -46,6 +46,16 @@ class ConsumerGroupConfig:
     max_size: int = (1 << 31) - 1
     assignment_interval_ms: int = 1000
     assignors: Mapping[str, Assignor] = field(default_factory=lambda: dict(ASSIGNORS))
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    classic_max_size: int = (1 << 31) - 1  # group.max.size
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy.lower() in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy.lower() in ("downgrade", "bidirectional")
 
     @property
     def default_assignor(self) -> Assignor:
@@ -77,6 +87,7 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     api_version: int = 1
+    classic: ClassicMetadata | None = None  # a JoinGroup of a classic member
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +113,7 @@ class DescribedConsumerMember:
     # (topic id, topic name, partitions)
     assignment: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
     target_assignment: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+    classic: bool = False  # it speaks the classic protocol
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,14 @@ class Deadlines:
 
     session: int | None = None
     revocation: tuple[int, int] | None = None  # (deadline, member epoch)
+    # A member speaking the classic protocol: told to rejoin, it must within its
+    # rebalance timeout (join); having joined, it must sync within it (sync).
+    join: int | None = None
+    sync: int | None = None
+
+    def due(self) -> list[int]:
+        return [d for d in (self.session, self.revocation and self.revocation[0], self.join,
+                            self.sync) if d is not None]
 
 
 @dataclass
@@ -82,6 +90,27 @@ class ConsumerGroup:
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get((topic_id, partition), -1)
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Whether a member due partitions still owned by others must wait for them."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, parts in self.target.get(member.member_id, {}).items():
+            assigned = member.assigned.get(topic_id, frozenset())
+            if any(p not in assigned and self.partition_epoch(topic_id, p) != -1
+                   for p in parts):
+                return True
+        return False
+
+    def supports_classic(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's supportsClassicProtocols: a "consumer" member with a protocol every
+        classic member supports (any protocol in a group without classic members)."""
+        if protocol_type != "consumer":
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        if not self.members or not classic:
+            return bool(names)
+        return any(all(n in {p for p, _ in c.protocols} for c in classic) for n in names)
 
     def subscribed_topic_names(self, replacing: ConsumerMember | None = None,
                                removing: str | None = None) -> set[str]:

@@ -91,7 +91,7 @@ class Heartbeat:
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
             subscribed_topic_regex=req.subscribed_topic_regex
             if req.subscribed_topic_regex is not None else member.subscribed_topic_regex,
-            client_id=req.client_id, client_host=req.client_host)
+            client_id=req.client_id, client_host=req.client_host, classic=req.classic)
         bump = False
         if is_new or updated.metadata_value() != member.metadata_value():
             self._add(MEMBER_METADATA, updated.metadata_value(), member_id)
@@ -236,10 +236,15 @@ class Heartbeat:
 
     def fence(self, member: ConsumerMember) -> None:
         """Remove a member: its records' tombstones, then a new group epoch."""
-        self._remove(member)
-        remaining = {m.member_id: m for m in self.group.members.values()
-                     if m.member_id != member.member_id}
-        self._maybe_bump(remaining, True)
+        self.fence_all([member])
+
+    def fence_all(self, members: Iterable[ConsumerMember]) -> None:
+        """Remove several members, then one new group epoch."""
+        gone = {m.member_id for m in members}
+        for member_id in gone:
+            self._remove(self.group.members[member_id])
+        self._maybe_bump({m.member_id: m for m in self.group.members.values()
+                          if m.member_id not in gone}, True)
 
     def _remove(self, member: ConsumerMember) -> None:
         for key_type in (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA):

@@ -23,6 +23,7 @@ from josefk.cluster.coordinator.group.consumer.api import (
     Refused,
     TopicImage,
 )
+from josefk.cluster.coordinator.group.consumer.classic_members import ClassicMembers
 from josefk.cluster.coordinator.group.consumer.group import ConsumerGroup, Deadlines
 from josefk.cluster.coordinator.group.consumer.heartbeat import Heartbeat, Records
 from josefk.cluster.coordinator.group.consumer.member import (
@@ -31,6 +32,10 @@ from josefk.cluster.coordinator.group.consumer.member import (
     ConsumerMember,
     MemberState,
 )
+from josefk.cluster.coordinator.group.consumer.migration import (
+    downgrade_records,
+    may_downgrade,
+)
 from josefk.cluster.coordinator.group.consumer.records import (
     KEY_TYPES,
     Assignment,
@@ -38,6 +43,7 @@ from josefk.cluster.coordinator.group.consumer.records import (
     ConsumerValue,
 )
 from josefk.cluster.coordinator.group.consumer.regex import InvalidRegex, compile_re2
+from josefk.cluster.coordinator.group.records import Record
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,10 @@ class ConsumerGroups:
         self.clock = clock
         self.image = image or NoTopics()
         self.groups: dict[str, ConsumerGroup] = {}
+        self.classic = ClassicMembers(self)
+        # Groups whose downgrade records are being written: the classic group they become
+        # starts a rebalance (see Groups.replay).
+        self.downgrading: set[str] = set()
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -73,11 +83,13 @@ class ConsumerGroups:
 
     # --- ConsumerGroupHeartbeat -----------------------------------------------------------
 
-    def heartbeat(self, req: HeartbeatRequest) -> Result[HeartbeatResponse]:
-        """Records and answer of a heartbeat (join, leave, or beat)."""
+    def heartbeat(self, req: HeartbeatRequest, converted: ConsumerGroup | None = None
+                  ) -> Result[HeartbeatResponse]:
+        """Records and answer of a heartbeat (join, leave, or beat); ``converted`` is the
+        group a classic group becomes with this heartbeat's records."""
         try:
             _validate(req, self.config)
-            group = self.groups.get(req.group_id)
+            group = converted or self.groups.get(req.group_id)
             if group is None:
                 if req.member_epoch != 0:
                     raise Refused(Error.GROUP_ID_NOT_FOUND,
@@ -85,33 +97,63 @@ class ConsumerGroups:
                 group = ConsumerGroup(req.group_id)
             beat = Heartbeat(group, self.config, self.image, self.clock())
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return Result(beat.records, beat.leave(req),
+                response = beat.leave(req)
+                records: list[Record] = list(beat.records)
+                if req.member_epoch == LEAVE_EPOCH:
+                    records = self._maybe_downgrade(group, req.member_id, records)
+                return Result(records, response,
                               on_success=lambda: self._after_leave(req.group_id, beat))
             response, member = beat.run(req)
         except Refused as e:
             return Result([], HeartbeatResponse(e.code, e.message))
         return Result(beat.records, response,
-                      on_success=lambda: self._after_heartbeat(req.group_id, member, beat))
+                      on_success=lambda: self._after_join(req.group_id, member, beat, converted))
+
+    def _after_join(self, group_id: str, member: ConsumerMember, beat: Heartbeat,
+                    converted: ConsumerGroup | None) -> None:
+        if converted is not None:  # the classic members' sessions start now, as Kafka's
+            group = self.groups.get(group_id)
+            for member_id, m in converted.members.items():
+                if group is not None:
+                    group.deadlines[member_id] = Deadlines(self.clock() +
+                                                           self._session_timeout(m))
+        self.after_heartbeat(group_id, member, beat)
+
+    def _maybe_downgrade(self, group: ConsumerGroup, leaving: str, records: list[Record]
+                         ) -> list[Record]:
+        """The records of a member's removal, or of the group's downgrade to a classic
+        group when it was the last member speaking the consumer protocol."""
+        if not may_downgrade(group, leaving, self.config):
+            return records
+        logger.info("consumer group %s becomes a classic group: its last member speaking "
+                    "the consumer protocol, %s, left", group.group_id, leaving)
+        self.downgrading.add(group.group_id)
+        return downgrade_records(group, leaving, self.image, self.clock())
 
     def _after_leave(self, group_id: str, beat: Heartbeat) -> None:
         group = self.groups.get(group_id)
         if group is not None and beat.topics_known:
             group.topics = beat.topics
 
-    def _after_heartbeat(self, group_id: str, member: ConsumerMember, beat: Heartbeat) -> None:
+    def after_heartbeat(self, group_id: str, member: ConsumerMember, beat: Heartbeat) -> None:
         group = self.groups.get(group_id)
         if group is None or member.member_id not in group.members:
             return
         group.topics = beat.topics
         now = self.clock()
         timers = group.deadlines.setdefault(member.member_id, Deadlines())
-        timers.session = now + self.config.session_timeout_ms
+        timers.session = now + self._session_timeout(member)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if timers.revocation is None or timers.revocation[1] != member.member_epoch:
                 timers.revocation = (now + max(member.rebalance_timeout_ms, 0),
                                      member.member_epoch)
         else:
             timers.revocation = None
+
+    def _session_timeout(self, member: ConsumerMember) -> int:
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self.config.session_timeout_ms
 
     # --- timers ----------------------------------------------------------------------------
 
@@ -121,21 +163,20 @@ class ConsumerGroups:
             return None
         now = self.clock()
         deadlines: list[int] = []
-        for member_id in group.members:
+        for member_id, member in group.members.items():
             # Members replayed from the log get a whole session to come back.
             timers = group.deadlines.setdefault(
-                member_id, Deadlines(now + self.config.session_timeout_ms))
-            deadlines += [d for d in (timers.session, timers.revocation and
-                                      timers.revocation[0]) if d is not None]
+                member_id, Deadlines(now + self._session_timeout(member)))
+            deadlines += timers.due()
         return min(deadlines, default=None)
 
-    def on_timer(self, group_id: str) -> Records:
+    def on_timer(self, group_id: str) -> list[Record]:
         """Fence the members whose session or revocation time is up."""
         group = self.groups.get(group_id)
         if group is None:
             return []
         now = self.clock()
-        records: Records = []
+        records: list[Record] = []
         for member in list(group.members.values()):
             timers = group.deadlines.get(member.member_id)
             if timers is None:
@@ -146,13 +187,15 @@ class ConsumerGroups:
             if timers.revocation is not None and timers.revocation[0] <= now and \
                     not revoked_late:
                 timers.revocation = None  # it revoked in time: a stale deadline
-            if revoked_late or (timers.session is not None and timers.session <= now):
+            late = [name for name, d in (("session", timers.session), ("join", timers.join),
+                                         ("sync", timers.sync)) if d is not None and d <= now]
+            if revoked_late or late:
                 logger.info("fencing member %s of consumer group %s: its %s expired",
                             member.member_id, group_id,
-                            "rebalance timeout" if revoked_late else "session")
+                            "rebalance timeout" if revoked_late else " and ".join(late))
                 beat = Heartbeat(group, self.config, self.image, self.clock())
                 beat.fence(member)
-                records += beat.records
+                records += self._maybe_downgrade(group, member.member_id, list(beat.records))
                 group.topics = beat.topics
                 group.deadlines.pop(member.member_id, None)
                 break  # one at a time: the next fencing needs this one's new epoch
@@ -182,7 +225,8 @@ class ConsumerGroups:
                 DescribedConsumerMember(
                     m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                     m.client_host, m.subscribed_topic_names, m.subscribed_topic_regex,
-                    named(m.assigned), named(group.target.get(m.member_id, {})))
+                    named(m.assigned), named(group.target.get(m.member_id, {})),
+                    m.classic is not None)
                 for m in group.members.values()))
 
     def list_groups(self, states: set[str]) -> list[tuple[str, str]]:
@@ -201,14 +245,18 @@ class ConsumerGroups:
 
     def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int,
                                api_version: int) -> Error:
-        """Kafka's ConsumerGroup.validateOffsetCommit: a member commits at its epoch; an
-        empty group takes commits from anyone (the admin client, manual assignment)."""
+        """Kafka's ConsumerGroup.validateOffsetCommit: a member commits at its epoch (a
+        classic one at its generation, with any version); an empty group takes commits
+        from anyone (the admin client, manual assignment)."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             return Error.NONE
         member = group.members.get(member_id)
         if member is None:
             return Error.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member commits at its generation
+            return Error.NONE if member_epoch == member.member_epoch else \
+                Error.ILLEGAL_GENERATION
         if api_version < 9:
             return Error.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:

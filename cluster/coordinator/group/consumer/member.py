@@ -8,6 +8,7 @@ from enum import IntEnum
 
 from josefk.cluster.coordinator.group.consumer.records import (
     Assignment,
+    ClassicMetadata,
     CurrentAssignmentValue,
     MemberMetadataValue,
 )
@@ -45,6 +46,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMetadata | None = None  # set while it speaks the classic protocol
 
     def replace(self, **changes: object) -> ConsumerMember:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -57,7 +59,7 @@ class ConsumerMember:
         return MemberMetadataValue(self.instance_id, self.rack_id, self.client_id,
                                    self.client_host, self.subscribed_topic_names,
                                    self.subscribed_topic_regex, self.rebalance_timeout_ms,
-                                   self.server_assignor)
+                                   self.server_assignor, self.classic)
 
     def assignment_value(self) -> CurrentAssignmentValue:
         return CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch,
@@ -69,7 +71,7 @@ class ConsumerMember:
                             subscribed_topic_names=v.subscribed_topic_names,
                             subscribed_topic_regex=v.subscribed_topic_regex,
                             rebalance_timeout_ms=v.rebalance_timeout_ms,
-                            server_assignor=v.server_assignor)
+                            server_assignor=v.server_assignor, classic=v.classic)
 
     def with_assignment(self, v: CurrentAssignmentValue) -> ConsumerMember:
         try:

@@ -65,6 +65,15 @@ class PartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """A member that speaks the classic protocol: its session timeout and the (name,
+    metadata) protocols of its JoinGroup (the value's tagged ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -74,6 +83,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +146,10 @@ class _CompactWriter(RecordWriter):
     def tags(self) -> None:
         self.uvarint(0)
 
+    def compact_bytes(self, data: bytes) -> None:
+        self.uvarint(len(data) + 1)
+        self.buf += data
+
     def assignment(self, partitions: Assignment) -> None:
         self.uvarint(len(partitions) + 1)
         for topic_id, parts in sorted(partitions.items()):
@@ -180,8 +194,7 @@ def encode_value(value: ConsumerValue) -> bytes:
             w.compact_string(value.subscribed_topic_regex or "")  # Kafka writes "" for none
             w.i32(value.rebalance_timeout_ms)
             w.compact_string(value.server_assignor)
-            # Kafka writes its tagged ClassicMemberMetadata (tag 0) even when null.
-            w.buf += b"\x01\x00\x01\x00"
+            _classic_tag(w, value.classic)
             return bytes(w.buf)
         case AssignmentEpochValue(epoch, timestamp):
             w.i32(epoch)
@@ -201,6 +214,27 @@ def encode_value(value: ConsumerValue) -> bytes:
             w.assignment(value.pending_revocation)
     w.tags()
     return bytes(w.buf)
+
+
+def _classic_tag(w: _CompactWriter, classic: ClassicMetadata | None) -> None:
+    """The tagged ClassicMemberMetadata (tag 0), which Kafka writes even when null: a
+    nullable tagged struct is 0 (null), or 1 and the struct."""
+    body = _CompactWriter()
+    if classic is None:
+        body.uvarint(0)
+    else:
+        body.uvarint(1)
+        body.i32(classic.session_timeout_ms)
+        body.uvarint(len(classic.protocols) + 1)
+        for name, metadata in classic.protocols:
+            body.compact_string(name)
+            body.compact_bytes(metadata)
+            body.tags()
+        body.tags()
+    w.uvarint(1)  # one tagged field
+    w.uvarint(0)
+    w.uvarint(len(body.buf))
+    w.buf += body.buf
 
 
 def key_type_of(value: ConsumerValue) -> int:
@@ -234,7 +268,7 @@ def decode_value(key: ConsumerKey, data: bytes | None) -> ConsumerValue | None:
             return MemberMetadataValue(
                 r.string(nullable=True), r.string(nullable=True), r.str_(), r.str_(),
                 tuple(r.str_() for _ in range(r.array_length())), r.string(nullable=True),
-                r.i32(), r.string(nullable=True))
+                r.i32(), r.string(nullable=True), _classic(r))
         case 6:
             return AssignmentEpochValue(r.i32(), _timestamp_tag(r))
         case 7:
@@ -242,6 +276,28 @@ def decode_value(key: ConsumerKey, data: bytes | None) -> ConsumerValue | None:
         case _:
             epoch, previous, state = r.i32(), r.i32(), struct.unpack(">b", r.take(1))[0]
             return CurrentAssignmentValue(epoch, previous, state, _assignment(r), _assignment(r))
+
+
+def _classic(r: RecordReader) -> ClassicMetadata | None:
+    """The tagged ClassicMemberMetadata (tag 0) of a member's metadata, if any."""
+    classic = None
+    if r.pos >= len(r.data):
+        return classic
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        data = r.take(size)
+        if tag != 0:
+            continue
+        t = RecordReader(data, flexible=True)
+        if t.uvarint() <= 0:
+            continue
+        timeout = t.i32()
+        protocols = []
+        for _ in range(t.array_length()):
+            protocols.append((t.str_(), t.bytes_()))
+            t.tagged_fields()
+        classic = ClassicMetadata(timeout, tuple(protocols))
+    return classic
 
 
 def _timestamp_tag(r: RecordReader) -> int:

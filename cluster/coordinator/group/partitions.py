@@ -1,0 +1,292 @@
+"""The ``__consumer_offsets`` partitions a group coordinator leads: the topic's creation
+on first use (compacted, Kafka's settings), which partition a group belongs to and who
+coordinates it, loading a partition at start-up or on a new leadership by replaying its
+log, unloading it, and writing the records requests produce as v2 batches (acks=all),
+each replayed once written.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from kafka.errors import KafkaError
+
+from josefk.cluster.coordinator.group.api import (
+    Error,
+    Result,
+    append_error_to_response_error,
+)
+from josefk.cluster.coordinator.group.groups import Groups
+from josefk.cluster.coordinator.group.host import CoordinatorHost
+from josefk.cluster.coordinator.group.records import (
+    Record,
+    decode_key,
+    decode_value,
+    encode_record,
+)
+from josefk.cluster.coordinator.records import (
+    OFFSETS_TOPIC,
+    RecordFormatError,
+    build_batch,
+    control_is_commit,
+    partition_for,
+    read_batches,
+)
+from josefk.cluster.metadata.errors import ClusterError
+from josefk.cluster.metadata.store import BrokerInfo
+from josefk.cluster.partition import PartitionError
+from josefk.log.log import OffsetOutOfRangeError
+from josefk.protocol.record_batch import HEADER_SIZE, RecordBatchError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+RECORD_OVERHEAD = 32  # a record's framing in a batch, generously
+LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size's default
+
+
+class OffsetsPartitions:
+    """The ``__consumer_offsets`` partitions of one broker and the groups replayed from
+    them; ``on_loaded(group id, wake)`` hears of each group a load touched."""
+
+    def __init__(self, broker: CoordinatorHost, groups: Groups, clock: Callable[[], int],
+                 on_loaded: Callable[[str, bool], None]) -> None:
+        self.broker = broker
+        self.groups = groups
+        self.clock = clock
+        self.on_loaded = on_loaded
+        self.loaded: set[int] = set()
+        self.loading: set[int] = set()
+        # How long each loaded partition took to replay, in ms (the broker's metrics).
+        self.load_times_ms: dict[int, float] = {}
+
+    # --- partitions and leadership ----------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        topic = self.broker.store.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic else self.broker.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def led_partitions(self) -> list[int]:
+        return [p for p in range(self.num_partitions)
+                if (part := self.broker.partition(OFFSETS_TOPIC, p)) is not None
+                and part.is_leader]
+
+    async def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` as Kafka does on the first FindCoordinator."""
+        if self.broker.store.get(OFFSETS_TOPIC) is not None:
+            return
+        config = self.broker.config
+        live = len(self.broker.live_brokers()) or 1
+        replication = min(config.offsets_topic_replication_factor, live)
+        if replication < config.offsets_topic_replication_factor:
+            logger.warning("creating %s with replication factor %d: only %d broker(s) are "
+                           "live (offsets.topic.replication.factor=%d)", OFFSETS_TOPIC,
+                           replication, live, config.offsets_topic_replication_factor)
+        await self.broker.create_topic(
+            OFFSETS_TOPIC, config.offsets_topic_num_partitions, replication,
+            configs={"cleanup.policy": "compact", "compression.type": "producer",
+                     "segment.bytes": str(config.offsets_topic_segment_bytes)})
+        logger.info("created %s with %d partitions", OFFSETS_TOPIC,
+                    config.offsets_topic_num_partitions)
+        for p in self.led_partitions():
+            self.load(p)
+
+    def check(self, group_id: str) -> Error:
+        """NONE if this broker coordinates the group and its partition is loaded."""
+        p = self.partition_for(group_id)
+        partition = self.broker.partition(OFFSETS_TOPIC, p)
+        if partition is None or not partition.is_leader:
+            return Error.NOT_COORDINATOR
+        if p in self.loading:
+            return Error.COORDINATOR_LOAD_IN_PROGRESS
+        if p not in self.loaded:
+            self.load(p)  # e.g. the topic was created through CreateTopics
+        return Error.NONE
+
+    async def coordinator_node(self, key: str) -> tuple[Error, BrokerInfo | None]:
+        """FindCoordinator for a group: the leader of its partition."""
+        try:
+            await self.ensure_topic()
+        except ClusterError as e:
+            logger.warning("cannot create %s: %s", OFFSETS_TOPIC, e)
+            return Error.COORDINATOR_NOT_AVAILABLE, None
+        view = self.broker.partition_view(OFFSETS_TOPIC, self.partition_for(key))
+        if view is None or view.leader < 0:
+            return Error.COORDINATOR_NOT_AVAILABLE, None
+        if view.leader == self.broker.node_id:
+            host, port = self.broker.advertised_endpoint()
+            return Error.NONE, BrokerInfo(self.broker.node_id, host, port)
+        for info in self.broker.live_brokers():
+            if info.node_id == view.leader:
+                return Error.NONE, info
+        return Error.COORDINATOR_NOT_AVAILABLE, None
+
+    # --- loading ------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Startup hook: replay every ``__consumer_offsets`` partition this broker leads."""
+        for p in self.led_partitions():
+            self.load(p, wake=False)
+        if self.loaded:
+            logger.info("loaded %d groups from %d %s partitions",
+                        len(self.groups.groups) + len(self.groups.consumer.groups),
+                        len(self.loaded), OFFSETS_TOPIC)
+
+    def on_leadership_change(self) -> None:
+        """Follow leadership of ``__consumer_offsets``: load the partitions this broker
+        now leads, drop the groups of those it no longer leads (Kafka's onElection /
+        onResignation); clients of dropped groups get NOT_COORDINATOR and look again."""
+        led = set(self.led_partitions())
+        for p in sorted(self.loaded - led):
+            self.unload(p)
+        for p in sorted(led - self.loaded):
+            self.load(p)
+
+    def unload(self, p: int) -> None:
+        """Drop the groups of partition ``p``; their parked JoinGroup and SyncGroup
+        requests are answered NOT_COORDINATOR."""
+        self.groups.unload(self.in_partition(p))
+        self.loaded.discard(p)
+        self.load_times_ms.pop(p, None)
+        logger.info("unloaded %s-%d: this broker no longer leads it", OFFSETS_TOPIC, p)
+
+    def load(self, p: int, *, wake: bool = True) -> None:
+        """Replay partition ``p`` from its log start to its end (transactional records
+        count once their commit marker is read; aborted or open ones never do)."""
+        partition = self.broker.partition(OFFSETS_TOPIC, p)
+        if partition is None:
+            return
+        log = partition.log
+        self.loading.add(p)
+        started = time.monotonic()
+        touched: set[str] = set()
+        in_partition = self.in_partition(p)
+        try:
+            offset, end = log.log_start_offset, log.log_end_offset
+            while offset < end:
+                data = log.read(offset, LOAD_BUFFER_BYTES, max_offset=end).read_bytes()
+                before = offset
+                for header, records in read_batches(data):
+                    offset = header.next_offset
+                    if header.is_control:
+                        for rec in records:
+                            commit = control_is_commit(rec.key)
+                            if commit is not None:
+                                self.groups.replay_txn_marker(header.producer_id, commit,
+                                                              in_partition)
+                        continue
+                    # A transaction's offsets stay pending until its marker is read (or
+                    # after the log end, while it is still open).
+                    producer_id = header.producer_id if header.is_transactional else -1
+                    for rec in records:
+                        record = _decode(rec.key, rec.value, p, rec.offset)
+                        if record is not None:
+                            self.groups.replay(record, rec.offset, producer_id)
+                            touched.add(record[0].group)
+                if offset == before:
+                    break  # nothing whole could be read
+        except (RecordBatchError, OffsetOutOfRangeError, KafkaError, OSError, ValueError) as e:
+            logger.error("loading %s-%d stopped at offset %d: %s", OFFSETS_TOPIC, p, offset, e)
+        finally:
+            self.loading.discard(p)
+        self.loaded.add(p)
+        self.load_times_ms[p] = (time.monotonic() - started) * 1000
+        for group_id in touched:
+            self.on_loaded(group_id, wake)
+
+    def in_partition(self, p: int) -> Callable[[str], bool]:
+        """Selects the group ids of ``__consumer_offsets`` partition ``p``."""
+        count = self.num_partitions
+        return lambda group_id: partition_for(group_id, count) == p
+
+    # --- writing -------------------------------------------------------------------------
+
+    def write(self, records: Sequence[Record]) -> Error:
+        """Append ``records`` (all of one partition) with acks=all, then replay them."""
+        if not records:
+            return Error.NONE
+        partition = self.broker.partition(OFFSETS_TOPIC, self.partition_for(records[0][0].group))
+        if partition is None or not partition.is_leader:
+            return Error.NOT_COORDINATOR
+        limit = min(partition.log.config.max_message_bytes, partition.log.config.segment_bytes)
+        try:
+            chunks = list(_chunks(records, limit - HEADER_SIZE))
+        except (RecordFormatError, struct.error) as e:
+            # E.g. a member id past a string's 32767 bytes: Kafka's serializer throws
+            # and the write fails with UNKNOWN_SERVER_ERROR; nothing is appended.
+            logger.error("cannot write group records to %s-%d: %s", OFFSETS_TOPIC,
+                         partition.index, e)
+            return Error.UNKNOWN_SERVER_ERROR
+        try:
+            for chunk in chunks:
+                batch = build_batch((encoded for _, encoded in chunk), self.clock())
+                info = partition.append_records(batch, required_acks=-1)
+                for i, (record, _) in enumerate(chunk):
+                    self.groups.replay(record, info.first_offset + i)
+        except (RecordBatchError, PartitionError) as e:
+            logger.warning("writing to %s-%d failed: %s", OFFSETS_TOPIC, partition.index, e)
+            return append_error_to_response_error(e.error_code)
+        except OSError as e:
+            logger.error("writing to %s-%d failed: %s", OFFSETS_TOPIC, partition.index, e)
+            return Error.NOT_COORDINATOR
+        return Error.NONE
+
+    def apply(self, result: Result[T]) -> Error:
+        """Write a result's records; run its success or failure follow-up."""
+        error = self.write(result.records)
+        if error is Error.NONE:
+            if result.on_success is not None:
+                result.on_success()
+        elif result.on_failure is not None:
+            self.write_best_effort(result.on_failure(error))
+        return error
+
+    def write_best_effort(self, records: Iterable[Record]) -> None:
+        by_partition: dict[int, list[Record]] = {}
+        for record in records:
+            by_partition.setdefault(self.partition_for(record[0].group), []).append(record)
+        for part_records in by_partition.values():
+            error = self.write(part_records)
+            if error is not Error.NONE:
+                logger.warning("could not write %d group records: %s", len(part_records),
+                               error.name)
+
+
+def _decode(key: bytes | None, value: bytes | None, p: int, offset: int) -> Record | None:
+    if key is None:
+        return None
+    try:
+        decoded = decode_key(key)
+        if decoded is None:
+            return None
+        return decoded, decode_value(decoded, value)
+    except (RecordFormatError, UnicodeDecodeError) as e:
+        logger.warning("skipping undecodable record at %s-%d offset %d: %s", OFFSETS_TOPIC, p,
+                       offset, e)
+        return None
+
+
+def _chunks(records: Sequence[Record], limit: int
+            ) -> Iterable[list[tuple[Record, tuple[bytes, bytes | None]]]]:
+    """Records with their encoding, in runs that fit a batch of ``limit`` bytes."""
+    chunk: list[tuple[Record, tuple[bytes, bytes | None]]] = []
+    size = 0
+    for record in records:
+        encoded = encode_record(record)
+        n = len(encoded[0]) + len(encoded[1] or b"") + RECORD_OVERHEAD
+        if chunk and size + n > limit:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((record, encoded))
+        size += n
+    if chunk:
+        yield chunk
+
