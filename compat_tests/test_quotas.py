@@ -326,3 +326,47 @@ def test_request_percentage_throttles_a_busy_client(broker: Broker,
     finally:
         with RawConnection(broker.bootstrap, timeout=15.0) as raw:
             _alter(raw, {"client-id": client}, [("request_percentage", None)])
+
+
+# --- connection creation rate per address (IP entities) -----------------------------------
+
+IP_RATE = 2
+
+
+def _answered_from(broker: Broker, source: str, correlation_id: int) -> bool:
+    """A connection from ``source`` gets its ApiVersions answered (False: the broker
+    closed it unanswered)."""
+    from .test_connection_limits import answered, connect
+
+    with connect(broker, source) as sock:
+        sock.settimeout(15)
+        return answered(sock, correlation_id)
+
+
+@pytest.mark.timeout(300)
+def test_an_address_over_its_connection_creation_rate_is_closed(
+        broker: Broker, configs: Callable[..., str], raw: RawConnection) -> None:
+    """``kafka-configs.sh --entity-type ips``: connections from that address over its rate
+    are accepted and closed unanswered; other addresses are not held back."""
+    source = "127.0.0.7"
+    configs("--alter", "--entity-type", "ips", "--entity-name", source,
+            "--add-config", f"connection_creation_rate={IP_RATE}")
+    try:
+        described = configs("--describe", "--entity-type", "ips", "--entity-name", source)
+        assert f"Quota configs for ip '{source}' are connection_creation_rate={IP_RATE}" \
+            in described
+        assert _describe(raw, [("ip", 0, source)]) == {
+            (("ip", source),): {"connection_creation_rate": float(IP_RATE)}}
+        assert _alter(raw, {"ip": source}, [("producer_byte_rate", 5.0)]) == (
+            INVALID_REQUEST, "Invalid configuration key producer_byte_rate")
+        assert _alter(raw, {"ip": source, "user": "u"}, [("connection_creation_rate", 5.0)]
+                      )[0] == INVALID_REQUEST
+        # Kafka's rate spans ten windows at least: 10 * IP_RATE come at once, then no more.
+        outcomes = [_answered_from(broker, source, i) for i in range(10 * IP_RATE + 5)]
+        assert not all(outcomes), "no connection over the rate was closed"
+        assert sum(outcomes) >= 10 * IP_RATE - 2, outcomes
+        assert _answered_from(broker, "127.0.0.8", 99), "another address was held back"
+    finally:
+        configs("--alter", "--entity-type", "ips", "--entity-name", source,
+                "--delete-config", "connection_creation_rate")
+    assert _describe(raw, [("ip", 0, source)]) == {}

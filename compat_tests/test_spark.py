@@ -64,14 +64,18 @@ QUERY_TIMEOUT = 120.0
 
 
 @pytest.fixture(scope="session")
-def spark(broker: Broker) -> Iterator[Any]:
+def spark(broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One SparkSession (local[2]) with the Kafka connector, for the whole session."""
     missing = spark_missing()
     if missing:
         if env_flag("JOSEFK_REQUIRE_SPARK"):
             pytest.fail(f"{missing} (JOSEFK_REQUIRE_SPARK=1)", pytrace=False)
         pytest.skip(missing)
-    session = common.build_session("josefk-compat-spark")
+    # Spark 4's ArtifactManager makes ``artifacts/spark-<uuid>`` in the JVM's working
+    # directory; the JVM starts in a scratch one so that it is not the checkout.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("spark-cwd"))
+        session = common.build_session("josefk-compat-spark")
     sys.stderr.write(f"spark: {versions()}; {java_version()}; broker {broker.kind}\n")
     try:
         yield session

@@ -36,10 +36,12 @@ from josefk.server.handlers import CLUSTER_ONLY_KEYS, MODULES, handler
 from josefk.server.jobs import BackgroundJobs
 from josefk.server.log_cleaner import LogCleanerService
 from josefk.server.network.connection import Connection, throttle_s
+from josefk.server.network.ip_rates import IpConnectionRates
 from josefk.server.network.quotas import ConnectionQuotas
 from josefk.server.network.socket_server import SocketServer
 from josefk.server.network.zero_copy import Part
 from josefk.server.purgatory import Purgatory, follower_key
+from josefk.server.quotas.rate import RateConfig
 from josefk.server.quotas.replication import ReplicationQuotas
 from josefk.server.quotas.service import ClientQuotas
 from josefk.server.reconfiguration import BrokerReconfiguration
@@ -144,6 +146,8 @@ class Broker:
         # A closure, not the bound method: what dispatches may be swapped (tests do).
         self.sockets = SocketServer(config, lambda request: self.dispatch(request),
                                     self.enabled, self.listener_security, self.metrics)
+        self.sockets.ip_rates = IpConnectionRates(self.entity_configs, RateConfig(
+            config.values["quota.window.num"], config.values["quota.window.size.seconds"] * 1000))
         # Coordinators plug in here: run after the logs load / for the broker's lifetime.
         self.startup_hooks: list[Callable[[], None]] = []
         self.background_tasks: list[Callable[[], Awaitable[None]]] = []

@@ -12,7 +12,7 @@ from typing import Protocol
 
 logger = logging.getLogger(__name__)
 
-ENTITY_TYPES = ("brokers", "clients", "users")
+ENTITY_TYPES = ("brokers", "clients", "users", "ips")
 #: Kafka's ``ConfigEntityName.DEFAULT``: the entity every broker, client or user inherits.
 DEFAULT_ENTITY = "<default>"
 FILE_NAME = "entity-configs.json"

@@ -20,6 +20,7 @@ from josefk.server.network.connection import (
     IdleConnections,
     RequestObserver,
 )
+from josefk.server.network.ip_rates import IpConnectionRates
 from josefk.server.network.quotas import ConnectionQuotas, TooManyConnections, ip_of
 from josefk.server.security.listener import ListenerSecurity
 
@@ -38,6 +39,14 @@ class ConnectionMetrics(Protocol):
     def timer(self) -> RequestObserver: ...
 
 
+async def _close_later(stream: trio.SocketStream, delay_s: float) -> None:
+    """Kafka's DelayedCloseSocket: a throttled connection is closed when its time is up."""
+    try:
+        await trio.sleep(delay_s)
+    finally:
+        stream.socket.close()
+
+
 class SocketServer:
     """Binds every listener, accepts connections within the quotas and serves each one."""
 
@@ -51,6 +60,7 @@ class SocketServer:
         self._metrics = metrics
         self.bound_ports: list[int] = []
         self.quotas: ConnectionQuotas | None = None
+        self.ip_rates: IpConnectionRates | None = None
         self.idle_connections = IdleConnections(config.connections_max_idle_ms / 1000)
         # Every connection receives into this one buffer (they all run in this broker's
         # trio thread), so an idle connection holds no receive buffer of its own.
@@ -125,6 +135,12 @@ class SocketServer:
         try:
             await quotas.wait_for_slot(name)
             ip = ip_of(stream.socket.getpeername()[0])
+            wait_ms = self.ip_rates.throttle_ms(ip) if self.ip_rates is not None else 0
+            if wait_ms:
+                logger.debug("connection from %s is over its creation rate: closing it "
+                             "in %d ms", ip, wait_ms)
+                nursery.start_soon(_close_later, stream, wait_ms / 1000)
+                return
             quotas.inc(name, ip)
         except TooManyConnections as e:
             logger.info("Rejected connection from %s, address already has the "

@@ -1,12 +1,16 @@
 """DescribeClientQuotas and AlterClientQuotas, answered as Kafka 4.3 answers them
 (``ClientQuotasImage.describe``, ``ClientQuotaControlManager``), kept in the entity
-config store where Kafka 3.9 keeps them in ZooKeeper (/config/users, /config/clients)."""
+config store where Kafka 3.9 keeps them in ZooKeeper (/config/users, /config/clients,
+and /config/ips for the connection creation rates of IP entities)."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import trio
 from kafka.protocol.admin.client_quotas import (
     AlterClientQuotasResponse,
     DescribeClientQuotasResponse,
@@ -30,6 +34,10 @@ if TYPE_CHECKING:
     from josefk.server.broker import Broker
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
+IPS = "ips"
+#: The one quota of an IP entity (Kafka's QuotaConfig.IP_CONNECTION_RATE_OVERRIDE_CONFIG).
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+INT_MAX = float((1 << 31) - 1)
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 KEYS: Mapping[str, QuotaType] = {t.key: t for t in QuotaType}
 LONG_MAX = float((1 << 63) - 1)
@@ -117,6 +125,10 @@ def _matches(entity: Mapping[str, str | None], exact: Mapping[str, str | None],
 def _quota_entities(store: Any) -> Iterator[tuple[dict[str, str | None], dict[str, float]]]:
     """Every entity of the store with a client quota: its (type -> name) map (None for
     a default) and its quota values."""
+    for name in store.names(IPS):
+        rate = store.get(IPS, name).get(CONNECTION_CREATION_RATE)
+        if rate is not None:
+            yield {IP: None if name == DEFAULT else name}, {CONNECTION_CREATION_RATE: float(rate)}
     for entity_type in (USERS, CLIENTS):
         for name in store.names(entity_type):
             entity = from_store(entity_type, name)
@@ -152,8 +164,9 @@ async def alter_client_quotas(broker: Broker, request: Request) -> Response:
                                         f"{_entity_text(entity)}")
             seen.add(key)
             target, set_, delete = _alteration(entity, entry.ops)
+            await _check_ip_entity(*target)
             if not body.validate_only:
-                await broker.entity_configs.alter(*target.store_key(), set_, delete)
+                await broker.entity_configs.alter(*target, set_, delete)
         except QuotaRequestError as e:
             code, message = e.code, str(e)
         results.append(_AlterEntry(
@@ -167,9 +180,9 @@ def _entity_text(entity: list[tuple[str, str | None]]) -> str:
 
 
 def _alteration(entity: list[tuple[str, str | None]], ops: list[Any]
-                ) -> tuple[QuotaEntity, dict[str, str], list[str]]:
-    """The entity to alter, the values to set (as Kafka 3.9 writes them) and the keys to
-    delete; QuotaRequestError for what Kafka refuses."""
+                ) -> tuple[tuple[str, str], dict[str, str], list[str]]:
+    """The store's (entity type, name) to alter, the values to set (as Kafka 3.9 writes
+    them) and the keys to delete; QuotaRequestError for what Kafka refuses."""
     changes: dict[str, float | None] = {}
     for op in ops:
         if op.key in changes:
@@ -177,14 +190,15 @@ def _alteration(entity: list[tuple[str, str | None]], ops: list[Any]
                                     f"updating quota for this entity {_entity_text(entity)}")
         changes[op.key] = None if op.remove else op.value
     target = _entity(entity)
+    validated = _validated if target[0] != IPS else _validated_ip_rate
     set_: dict[str, str] = {}
     for key, value in changes.items():
         if value is not None:
-            set_[key] = _validated(key, value)
+            set_[key] = validated(key, value)
     return target, set_, [k for k, v in changes.items() if v is None]
 
 
-def _entity(entity: list[tuple[str, str | None]]) -> QuotaEntity:
+def _entity(entity: list[tuple[str, str | None]]) -> tuple[str, str]:
     if not entity:
         raise QuotaRequestError(INVALID_REQUEST, "Invalid empty client quota entity")
     names: dict[str, str | None] = {}
@@ -202,14 +216,45 @@ def _entity(entity: list[tuple[str, str | None]]) -> QuotaEntity:
         if len(names) > 1:
             raise QuotaRequestError(INVALID_REQUEST, "Invalid quota entity combination, IP "
                                     "entity shouldnot be combined with User or ClientId")
-        raise QuotaRequestError(INVALID_REQUEST, "josefk does not keep IP connection-rate "
-                                "quotas (connection_creation_rate)")
+        return IPS, DEFAULT if names[IP] is None else str(names[IP])
 
     def named(kind: str) -> str | None:
         if kind not in names:
             return None
         return names[kind] if names[kind] is not None else DEFAULT
-    return QuotaEntity(named(USER), named(CLIENT_ID))
+    return QuotaEntity(named(USER), named(CLIENT_ID)).store_key()
+
+
+async def _check_ip_entity(entity_type: str, name: str) -> None:
+    """Kafka's ``isValidIpEntity``: an address, or a name that resolves (``getByName``,
+    off the event loop)."""
+    if entity_type != IPS or name == DEFAULT:
+        return
+    try:
+        ipaddress.ip_address(name)
+        return
+    except ValueError:
+        pass
+    try:
+        await trio.to_thread.run_sync(
+            lambda: socket.getaddrinfo(name, None, type=socket.SOCK_STREAM))
+    except (OSError, UnicodeError) as e:
+        raise QuotaRequestError(INVALID_REQUEST,
+                                f"{name} is not a valid IP or resolvable host.") from e
+
+
+def _validated_ip_rate(key: str, value: float) -> str:
+    """An IP entity's ``connection_creation_rate`` as Kafka stores an INT."""
+    if key != CONNECTION_CREATION_RATE:
+        raise QuotaRequestError(INVALID_REQUEST, f"Invalid configuration key {key}")
+    if value <= 0.0:
+        raise QuotaRequestError(INVALID_REQUEST, f"Quota {key} must be greater than 0")
+    if value > INT_MAX:
+        raise QuotaRequestError(INVALID_REQUEST, f"Proposed value for {key} is too large "
+                                "for an INT.")
+    if abs(value % 1.0) > 1e-6:
+        raise QuotaRequestError(INVALID_REQUEST, f"{key} cannot be a fractional value.")
+    return str(int(value))
 
 
 def _validated(key: str, value: float) -> str:
