@@ -370,3 +370,50 @@ def test_an_address_over_its_connection_creation_rate_is_closed(
         configs("--alter", "--entity-type", "ips", "--entity-name", source,
                 "--delete-config", "connection_creation_rate")
     assert _describe(raw, [("ip", 0, source)]) == {}
+
+
+# --- controller_mutation_rate (KIP-599) ----------------------------------------------------
+
+MUTATION_RATE = 2.0  # partitions a second; the bucket holds 11 seconds of it: 22
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+def _create_topics(conn: RawConnection, version: int, topics: dict[str, int]
+                   ) -> tuple[int, list[tuple[str, int]]]:
+    from kafka.protocol.admin import CreateTopicsRequest
+
+    T = CreateTopicsRequest.CreatableTopic
+    response = conn.request(CreateTopicsRequest[version](topics=[
+        T(name=n, num_partitions=p, replication_factor=1, assignments=[], configs=[])
+        for n, p in topics.items()], timeout_ms=30_000, validate_only=False), version)
+    return response.throttle_time_ms, [(t.name, t.error_code) for t in response.topics]
+
+
+@pytest.mark.timeout(180)
+def test_controller_mutation_rate_refuses_then_throttles(broker: Broker,
+                                                         raw: RawConnection) -> None:
+    """A client's partition creations draw a token bucket of 11 seconds of its
+    ``controller_mutation_rate``: CreateTopics v6+ refuses the topic that finds it empty
+    (THROTTLING_QUOTA_EXCEEDED, with the throttle time); v5 creates it and throttles."""
+    client = unique("mutator")
+    assert _alter(raw, {"client-id": client}, [("controller_mutation_rate",
+                                                 MUTATION_RATE)]) == (0, None)
+    names = [unique("mut") for _ in range(4)]
+    try:
+        with RawConnection(broker.bootstrap, timeout=30.0, client_id=client) as conn:
+            throttle, results = _create_topics(conn, 7, {names[0]: 20, names[1]: 10})
+            assert results == [(names[0], 0), (names[1], 0)]  # 22 - 20 - 10 = -8 tokens
+            assert throttle == 0  # nothing refused, nothing throttled: the bucket had some
+        with RawConnection(broker.bootstrap, timeout=30.0, client_id=client) as conn:
+            throttle, results = _create_topics(conn, 7, {names[2]: 1})
+            assert results == [(names[2], THROTTLING_QUOTA_EXCEEDED)]
+            # About 8 tokens short at 2 a second: some 4 s, less what has elapsed.
+            assert 1000 <= throttle <= 4000, throttle
+        with RawConnection(broker.bootstrap, timeout=30.0, client_id=client) as conn:
+            throttle, results = _create_topics(conn, 5, {names[3]: 1})
+            assert results == [(names[3], 0)] and throttle > 0
+    finally:
+        with RawConnection(broker.bootstrap, timeout=30.0) as conn:
+            from kafka.protocol.admin import DeleteTopicsRequest
+            conn.request(DeleteTopicsRequest[4](topic_names=names, timeout_ms=30_000), 4)
+        _alter(raw, {"client-id": client}, [("controller_mutation_rate", None)])

@@ -21,8 +21,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from josefk.log.clock import now_ms
-from josefk.server.quotas.entities import CLIENTS, USERS, QuotaEntity, from_store
+from josefk.server.quotas.entities import CLIENTS, USERS, QuotaEntity, from_store, quota_limit
 from josefk.server.quotas.manager import ClientQuotaManager, QuotaType
+from josefk.server.quotas.mutation import MutationBuckets, MutationQuota
 from josefk.server.quotas.rate import RateConfig
 from josefk.server.quotas.responses import FETCH, PRODUCE, part_length, with_throttle
 
@@ -61,8 +62,7 @@ def follower_fetch(body: Any, version: int) -> bool:
 
 
 class ClientQuotas:
-    """The produce, fetch, request (and controller-mutation, kept but not enforced)
-    quota managers of one broker."""
+    """The produce, fetch, request and controller-mutation quota managers of one broker."""
 
     def __init__(self, config: RateConfig) -> None:
         self.produce = ClientQuotaManager(QuotaType.PRODUCE, config)
@@ -72,6 +72,7 @@ class ClientQuotas:
                                           max_throttle_ms=config.window_ms)
         self.mutation = ClientQuotaManager(QuotaType.CONTROLLER_MUTATION, config)
         self.managers = (self.produce, self.fetch, self.request, self.mutation)
+        self.mutation_buckets = MutationBuckets()
         self.enabled = False
 
     @classmethod
@@ -108,6 +109,18 @@ class ClientQuotas:
             logger.info("%s quota of %s: %s", manager.type.jmx_type, entity, bound)
         manager.update(entity, bound)
 
+    def mutation_quota(self, principal: str, client_id: str | None, strict: bool
+                       ) -> MutationQuota:
+        """The controller mutation quota of one CreateTopics, CreatePartitions or
+        DeleteTopics request (unbounded when its client has none)."""
+        config = self.mutation.config
+        if not self.mutation.enabled:
+            return MutationQuota(None, None, config, strict)
+        tags = self.mutation.tags(user_of(principal), client_id or "")
+        bound = quota_limit(tags, self.mutation.quotas)
+        bucket = None if bound is None else self.mutation_buckets.bucket(tags)
+        return MutationQuota(bucket, bound, config, strict)
+
     async def serve(self, request: Any, principal: str,
                     handle: Callable[[], Awaitable[Any]]) -> tuple[Any, int]:
         """Run ``handle`` and charge the request's usage: its result (with the throttle
@@ -136,7 +149,10 @@ class ClientQuotas:
             used = (time.thread_time_ns() - started) * NANOS_TO_PERCENT
             throttles.append((self.request.record(user, client, used, now), self.request))
         throttle, manager = max(throttles, default=(0, None), key=lambda t: t[0])
-        if throttle <= 0 or manager is None:
+        own = result.get("throttle_time_ms", 0) if isinstance(result, dict) else 0
+        if own >= throttle:  # the handler's own (controller mutation quota) is longer
+            return result, own
+        if manager is None:
             return result, 0
         manager.throttled(user, client, throttle, now)
         return with_throttle(api_key, version, result, throttle), throttle

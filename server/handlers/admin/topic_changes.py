@@ -38,6 +38,7 @@ from josefk.protocol.error_codes import (
     INVALID_TOPIC_EXCEPTION,
     MISMATCHED_ENDPOINT_TYPE,
     NONE,
+    THROTTLING_QUOTA_EXCEEDED,
     TOPIC_AUTHORIZATION_FAILED,
     TOPIC_DELETION_DISABLED,
     UNKNOWN_TOPIC_ID,
@@ -46,6 +47,8 @@ from josefk.protocol.error_codes import (
 )
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.handlers.admin.mutations import mutation_quota, throttled
+from josefk.server.quotas.mutation import MutationQuota, ThrottlingQuotaExceeded
 from josefk.server.security.checks import (
     AUTHORIZED_OPERATIONS_OMITTED,
     ERROR_MESSAGES,
@@ -98,12 +101,13 @@ async def handle_delete_topics(broker: Broker, request: Request) -> Response:
         return {"throttle_time_ms": 0,
                 "responses": [_delete_result(name, topic_id, code, message)
                               for name, topic_id in wanted]}
-    return {"throttle_time_ms": 0,
-            "responses": await _delete_topics(broker, wanted, TopicGate(broker.authorizer))}
+    quota = mutation_quota(broker, request)
+    return throttled(quota, {"throttle_time_ms": 0, "responses": await _delete_topics(
+        broker, wanted, TopicGate(broker.authorizer), quota)})
 
 
 async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUID]],
-                         gate: TopicGate) -> list[Any]:
+                         gate: TopicGate, quota: MutationQuota) -> list[Any]:
     names = Counter(name for name, topic_id in wanted if name is not None and topic_id == ZERO_UUID)
     ids = Counter(topic_id for name, topic_id in wanted if name is None and topic_id != ZERO_UUID)
     results: list[Any] = []
@@ -158,9 +162,17 @@ async def _delete_topics(broker: Broker, wanted: list[tuple[str | None, uuid.UUI
         else:
             by_id[topic_id] = name
     for topic_id, name in by_id.items():
+        topic = broker.store.get(name)
+        permits = topic.num_partitions if topic is not None else 0
+        try:
+            quota.record(permits)
+        except ThrottlingQuotaExceeded as e:
+            results.append(_delete_result(name, topic_id, THROTTLING_QUOTA_EXCEEDED, str(e)))
+            continue
         try:
             await broker.delete_topic(name)
         except ClusterError as e:
+            quota.refund(permits)
             results.append(_delete_result(name, topic_id, e.error_code, str(e)))
             continue
         logger.info("deleted topic %s (id %s)", name, kafka_uuid_str(topic_id))
@@ -191,6 +203,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Response
                                 error_message="Duplicate topic name.")
                for name, n in counts.items() if n > 1]
     room = MAX_PARTITIONS_PER_BATCH
+    quota = mutation_quota(broker, request)
     denied = broker.authorizer.denied_names(AclOperation.ALTER, ResourceType.TOPIC, counts)
     for t in body.topics:
         if counts[t.name] > 1:
@@ -203,13 +216,25 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Response
                       else [list(a.broker_ids) for a in t.assignments])
         current = broker.store.get(t.name)
         added = t.count - current.num_partitions if current is not None else 0
+        permits = 0 if body.validate_only else max(added, 0)
         try:
             if added > room:
                 # Its own checks first (the store refuses beyond the whole batch itself).
                 await broker.create_partitions(t.name, t.count, assignment, validate_only=True)
                 raise PartitionBatchOverflowError(added, room)
-            await broker.create_partitions(t.name, t.count, assignment,
-                                     validate_only=body.validate_only)
+            try:
+                quota.record(permits)
+            except ThrottlingQuotaExceeded as e:
+                results.append(PartitionsResult(name=t.name,
+                                                error_code=THROTTLING_QUOTA_EXCEEDED,
+                                                error_message=str(e)))
+                continue
+            try:
+                await broker.create_partitions(t.name, t.count, assignment,
+                                               validate_only=body.validate_only)
+            except ClusterError:
+                quota.refund(permits)
+                raise
         except ClusterError as e:
             logger.info("create partitions for %r failed: %s", t.name, e)
             if isinstance(e, PartitionBatchOverflowError):
@@ -222,7 +247,7 @@ async def handle_create_partitions(broker: Broker, request: Request) -> Response
             continue
         room -= max(added, 0)
         results.append(PartitionsResult(name=t.name, error_code=NONE, error_message=None))
-    return {"throttle_time_ms": 0, "results": results}
+    return throttled(quota, {"throttle_time_ms": 0, "results": results})
 
 
 # --- DescribeCluster ---------------------------------------------------------------------

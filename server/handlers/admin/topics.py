@@ -30,9 +30,15 @@ from josefk.cluster.metadata.errors import (
 )
 from josefk.cluster.metadata.store import Topic
 from josefk.cluster.security.acls import AclOperation, ResourceType
-from josefk.protocol.error_codes import INVALID_REQUEST, TOPIC_AUTHORIZATION_FAILED
+from josefk.protocol.error_codes import (
+    INVALID_REQUEST,
+    THROTTLING_QUOTA_EXCEEDED,
+    TOPIC_AUTHORIZATION_FAILED,
+)
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
+from josefk.server.handlers.admin.mutations import mutation_quota, throttled
+from josefk.server.quotas.mutation import ThrottlingQuotaExceeded
 from josefk.server.security.checks import creatable_topics
 
 if TYPE_CHECKING:
@@ -73,10 +79,20 @@ async def handle_create(broker: Broker, request: Request) -> Response:
         return {"throttle_time_ms": 0,
                 "topics": [_result(t.name, e.error_code, str(e)) for t in body.topics]}
     results = []
+    quota = mutation_quota(broker, request)
     for t in wanted:
+        # Drawn before the topic is made, given back if it is not (Kafka draws after its
+        # checks, which here come with the creation).
+        permits = 0 if body.validate_only else _partitions_asked(broker, t)
+        try:
+            quota.record(permits)
+        except ThrottlingQuotaExceeded as e:
+            results.append(_result(t.name, THROTTLING_QUOTA_EXCEEDED, str(e)))
+            continue
         try:
             topic = await _create(broker, t, body.validate_only)
         except ClusterError as e:
+            quota.refund(permits)
             logger.info("create topic %r failed: %s", t.name, e)
             results.append(_result(t.name, e.error_code, str(e)))
             continue
@@ -94,7 +110,13 @@ async def handle_create(broker: Broker, request: Request) -> Response:
             configs=[CreateConfig(name=e.name, value=e.value, read_only=e.read_only,
                                   config_source=e.source, is_sensitive=e.is_sensitive)
                      for e in entries]))
-    return {"throttle_time_ms": 0, "topics": results + refused}
+    return throttled(quota, {"throttle_time_ms": 0, "topics": results + refused})
+
+
+def _partitions_asked(broker: Broker, t: Any) -> int:
+    if t.assignments:
+        return len(t.assignments)
+    return broker.config.num_partitions if t.num_partitions == -1 else max(t.num_partitions, 0)
 
 
 async def _check_size(broker: Broker, topics: Sequence[Any]) -> None:
@@ -103,10 +125,7 @@ async def _check_size(broker: Broker, topics: Sequence[Any]) -> None:
     then the metadata records of the topics it would create (one each, one per config
     override, one per partition), which only a validate-only planning of them all
     tells, so it is done when they could be too many."""
-    default = broker.config.num_partitions
-    asked = [len(t.assignments) if t.assignments
-             else default if t.num_partitions == -1 else max(t.num_partitions, 0)
-             for t in topics]
+    asked = [_partitions_asked(broker, t) for t in topics]
     if sum(asked) > MAX_PARTITIONS_PER_BATCH:
         raise TooManyPartitionsError()
     most = sum(1 + len({c.name for c in t.configs}) + n for t, n in zip(topics, asked, strict=True))
