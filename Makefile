@@ -9,7 +9,7 @@ CORE := $(VENV)/.core-stamp
 DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint kafka-jars spark-jars kcat chromium compat compat-kafka bench-log bench bench-quick clean \
+.PHONY: install serve test lint kafka-jars spark-jars kcat chromium fuse compat compat-kafka bench-log bench bench-quick clean \
 	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests chaos fuzz
 
 # The broker alone: what `make serve` needs.
@@ -62,19 +62,26 @@ chromium:
 	  { (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) \
 	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq chromium chromium-driver'; }
 
+## libfuse2 (Debian package) for the disk faults: a FUSE file system that returns EIO on
+## demand under a broker's log directory (compat_tests/chaos/disk.py, through fusepy).
+fuse:
+	@ldconfig -p | grep -q 'libfuse\.so\.2' || \
+	  { (apt-get update -qq && apt-get install -y -qq libfuse2) \
+	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq libfuse2'; }
+
 REQUIRE := JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 JOSEFK_REQUIRE_SPARK=1
 
 ## The compatibility suite (stock clients, Java tools, Spark) against josefk.
-compat: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat
+compat: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat fuse
 	$(REQUIRE) $(BIN)/pytest compat_tests $(PYTEST_ARGS)
 
 ## The same suite against Apache Kafka 4.x (KRaft, from the Maven Central jars); its
 ## cluster tests (compat_tests/cluster) against three Kafka 3.9.1 brokers in ZooKeeper mode.
-compat-kafka: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat
+compat-kafka: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat fuse
 	$(REQUIRE) $(BIN)/pytest compat_tests --kafka $(PYTEST_ARGS)
 
 ## The cluster tests alone against three Apache Kafka 3.9.1 brokers in ZooKeeper mode.
-compat-cluster-kafka: install zookeeper-jars kafka39-jars
+compat-cluster-kafka: install zookeeper-jars kafka39-jars fuse
 	$(REQUIRE) $(BIN)/pytest compat_tests/cluster --kafka $(PYTEST_ARGS)
 
 ## kafka-python's own integration tests (from its git repository, KAFKA_PYTHON_REPO):
@@ -99,7 +106,7 @@ lint: install
 
 ## The whole suite: lint, unit and integration tests, then the compatibility suite
 ## (kafka-python, aiokafka, confluent-kafka, kcat, Kafka's Java tools, Spark) against josefk.
-test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat chromium lint
+test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat chromium fuse lint
 	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest tests compat_tests $(PYTEST_ARGS)
 
 BENCH := $(VENV)/.bench-stamp
@@ -205,15 +212,30 @@ SEED ?=
 FAULTS ?= kill,kill-controller,kill-leader,pause,partition
 TARGET ?= josefk
 WORKLOAD ?= queue
+ZOOKEEPERS ?= 1
 
 ## Jepsen-style fault injection: ZooKeeper and three brokers (josefk, or TARGET=kafka for
 ## Apache Kafka 3.9.1) in network namespaces, a workload (WORKLOAD=queue: idempotent
 ## producers and consumers; WORKLOAD=txn: transactional producers, read_committed reads and
 ## an exactly-once transformer), a nemesis (FAULTS) for DURATION seconds, then the checker;
+## WORKLOAD=groups: members joining, leaving, killed; WORKLOAD=compact: keys overwritten
+## and deleted in a compacted topic. ZOOKEEPERS=3 runs a ZooKeeper ensemble (FAULTS=
+## zk-node-kill kills one member at a time); FAULTS=clock-jump steps a broker's wall clock;
 ## history, report and timeline.png in chaos-runs/. The last line counts the anomalies.
-chaos: install zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
+chaos: install fuse zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
 	$(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
-	  --workload $(WORKLOAD) --faults $(FAULTS) $(if $(SEED),--seed $(SEED))
+	  --workload $(WORKLOAD) --faults $(FAULTS) --zookeepers $(ZOOKEEPERS) $(if $(SEED),--seed $(SEED))
+
+## The soak: every workload at once (queue, transactions, groups, compaction) on three
+## brokers for DURATION seconds (default 3600 here), one fault every few minutes (SOAK_FAULTS),
+## each broker's RSS, descriptors and ApiVersions round trip sampled; then every checker,
+## the slopes and the worst stall, and soak.png, in chaos-runs/soak-*. TARGET=kafka as above.
+SOAK_FAULTS ?= kill,kill-controller,kill-leader,pause,partition,zk-kill,zk-expire
+.PHONY: soak
+soak: install fuse zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
+	$(BIN)/python -m compat_tests.chaos.soak --target $(TARGET) \
+	  --duration $(if $(filter command line environment,$(origin DURATION)),$(DURATION),3600) \
+	  --faults $(SOAK_FAULTS) --zookeepers $(ZOOKEEPERS) $(if $(SEED),--seed $(SEED))
 
 SECONDS ?= 600
 

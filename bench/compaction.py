@@ -483,7 +483,7 @@ class Bench:
             for rnd in range(1, args.rounds + 1):
                 this: dict[str, Any] = {}
                 result["rounds"].append(this)
-                for measure in ("cleaning", "startup"):
+                for measure in args.measures:
                     for kind in args.broker_list:
                         log.prefix = f"round {rnd}/{args.rounds} · {measure} · {kind} · "
                         try:
@@ -576,6 +576,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-data", action="store_true")
     parser.add_argument("--report", type=Path, default=None,
                         help="only rewrite results.md/.png from this results.json")
+    parser.add_argument("--measures", default="cleaning,startup",
+                        help="which measures, comma-separated (cleaning, startup)")
     parser.add_argument("--core", action="store_true",
                         help="only josefk's cleaner core in this process (no brokers)")
     args = parser.parse_args(argv)
@@ -584,6 +586,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.commits = args.commits or (100_000 if args.quick else 1_000_000)
     args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     args.broker_list = broker_list(parser, args.brokers)
+    args.measures = [m for m in args.measures.split(",") if m]
+    if not args.measures or set(args.measures) - {"cleaning", "startup"}:
+        parser.error("--measures: cleaning and/or startup")
     return args
 
 

@@ -398,7 +398,7 @@ class Scale:
                 into["load"] = {"error": f"skipped after: {why}"}
                 return why
             self.step(into, "load", lambda: proc_state(broker))
-            for how in ("kill", "clean"):
+            for how in () if args.no_restarts else ("kill", "clean"):
                 if not self.step(into, f"restart_{how}", lambda how=how: self.restart(
                         broker, how, "probe-produce", timeout, "all_acked_ns", topics=topics)) \
                         and not broker.alive():
@@ -556,6 +556,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="messages produced and fetched (default 300,000; 50,000 with "
                              "--quick; at least one per partition)")
     parser.add_argument("--metadata-calls", type=int, default=20)
+    parser.add_argument("--no-restarts", action="store_true",
+                        help="partitions: stop after the load (no kill/clean restarts)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds a step may take, plus --timeout-per-partition")
     parser.add_argument("--timeout-per-partition", type=float, default=0.03)

@@ -19,11 +19,20 @@ import confluent_kafka
 import pytest
 from kafka import KafkaAdminClient
 
+from josefk.cluster.coordinator.group.consumer.records import (
+    METADATA,
+    REGULAR_EXPRESSION,
+    ConsumerKey,
+    TopicMetadata,
+)
+from josefk.cluster.coordinator.group.consumer.subscriptions import group_hash
+from josefk.cluster.coordinator.group.records import decode_key, decode_value, encode_record
 from josefk.protocol.schemas.consumer_groups import ConsumerGroupDescribeRequest
 
 from .clients import Rec, produce
 from .conftest import Broker
 from .rawkafka import RawConnection
+from .test_group_migration import group_records
 from .test_java_tools import run_tool
 
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
@@ -263,9 +272,33 @@ def test_librdkafka_follows_new_topics_partitions_and_regex(
             [(later, 0), (now, 0), (now, 1)]
         assert sorted((p.topic, p.partition) for p in by_regex.assignment()) == \
             [(matched, 0), (matched, 1), (f"rx-{tag}-two", 0)]
+        _check_regex_records(broker.bootstrap, admin, f"regex-{tag}", f"^rx-{tag}-.*",
+                             {matched: 2, f"rx-{tag}-two": 1})
     finally:
         by_name.close()
         by_regex.close()
+
+
+def _check_regex_records(bootstrap: str, admin: KafkaAdminClient, group: str, regex: str,
+                         topics: dict[str, int]) -> None:
+    """The regular expression's records as josefk's codec writes them, the last one
+    with the topics it matches (sorted), and the last group epoch with their hash."""
+    records = [(k, v) for k, v in group_records(bootstrap, group)
+               if isinstance(decode_key(k), ConsumerKey)]
+    for raw_key, raw_value in records:
+        key = decode_key(raw_key)
+        assert encode_record((key, decode_value(key, raw_value))) == (raw_key, raw_value), key
+    values = [(key, decode_value(key, v)) for k, v in records
+              if (key := decode_key(k)).type in (METADATA, REGULAR_EXPRESSION)]
+    resolved = [v for key, v in values if key.type == REGULAR_EXPRESSION]
+    # One expression: the one the client sent (librdkafka's form of what it was given).
+    [sent] = {key.regex for key, _ in values if key.regex is not None}
+    assert resolved and regex.lstrip("^") in sent, values
+    assert resolved[-1].topics == tuple(sorted(topics)), resolved
+    ids = {t["name"]: uuid.UUID(str(t["topic_id"])) for t in admin.describe_topics(list(topics))}
+    epochs = [v for key, v in values if key.type == METADATA]
+    assert epochs[-1].metadata_hash == group_hash(
+        TopicMetadata(ids[name], name, n) for name, n in topics.items()), epochs
 
 
 def _group_epoch(bootstrap: str, group: str) -> tuple[int, list[str]]:

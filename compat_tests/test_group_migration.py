@@ -19,7 +19,13 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.protocol.admin import ListGroupsRequest
 
-from josefk.cluster.coordinator.group.consumer.records import ConsumerKey
+from josefk.cluster.coordinator.group.consumer.records import (
+    ConsumerKey,
+    CurrentAssignmentValue,
+    GroupEpochValue,
+    TopicMetadata,
+)
+from josefk.cluster.coordinator.group.consumer.subscriptions import group_hash
 from josefk.cluster.coordinator.group.records import (
     GroupMetadataKey,
     decode_key,
@@ -37,9 +43,6 @@ PARTITIONS = 6
 WAIT = 90.0
 GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's MemberType
-# Kafka 4.3 adds tagged fields josefk does not write yet: the group epoch's metadata hash
-# (KIP-1101) and each assigned partition's assignment epoch.
-NEWER_FORMS = (3, 8)
 
 
 class ClassicMember(threading.Thread):
@@ -88,7 +91,7 @@ def _described(bootstrap: str, group: str) -> object:
             group_ids=[group], include_authorized_operations=False), 1).groups[0]
 
 
-def _group_records(bootstrap: str, group: str) -> list[tuple[bytes, bytes | None]]:
+def group_records(bootstrap: str, group: str) -> list[tuple[bytes, bytes | None]]:
     """The raw (key, value) records of ``group`` in ``__consumer_offsets``, in order."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
@@ -111,17 +114,22 @@ def _group_records(bootstrap: str, group: str) -> list[tuple[bytes, bytes | None
         consumer.close()
 
 
-def _check_upgrade_records(bootstrap: str, group: str) -> None:
+def _check_upgrade_records(bootstrap: str, group: str, topic: TopicMetadata) -> None:
     """The upgrade as Kafka writes it: the classic group's tombstone, then each member's
     metadata (with its ClassicMemberMetadata), the group epoch, the target assignment,
     its epoch and the current assignments; every group record byte for byte as josefk's
-    codec writes it, but those of `NEWER_FORMS`."""
-    records = [(key, k, v) for k, v in _group_records(bootstrap, group)
+    codec writes it, every group epoch with the hash of ``topic``'s metadata, every
+    partition's assignment epoch no later than its member's."""
+    records = [(key, k, v) for k, v in group_records(bootstrap, group)
                if isinstance(key := decode_key(k), (ConsumerKey, GroupMetadataKey))]
     for key, raw_key, raw_value in records:
-        if isinstance(key, ConsumerKey) and key.type in NEWER_FORMS and raw_value is not None:
-            continue
         assert encode_record((key, decode_value(key, raw_value))) == (raw_key, raw_value), key
+    values = [decode_value(key, v) for key, _, v in records if v is not None]
+    hashes = {v.metadata_hash for v in values if isinstance(v, GroupEpochValue)}
+    assert hashes == {group_hash([topic])}, hashes
+    current = [v for v in values if isinstance(v, CurrentAssignmentValue)]
+    assert any(v.epochs for v in current), current
+    assert all(0 <= e <= v.member_epoch for v in current for e in v.epochs.values()), current
     kinds = [key.type if isinstance(key, ConsumerKey) else
              "tombstone" if isinstance(key, GroupMetadataKey) and value is None else "other"
              for key, _, value in records]
@@ -231,7 +239,9 @@ def test_a_mixed_group_upgrades_and_downgrades(broker: Broker, make_topic: Calla
         assert len({m.member_epoch for m in g.members}) == 1
         assert sorted(m.member_type for m in g.members) == \
             [CLASSIC_MEMBER, CLASSIC_MEMBER, CONSUMER_MEMBER]
-        _check_upgrade_records(bootstrap, group)
+        described_topic = admin.describe_topics([topic])[0]
+        _check_upgrade_records(bootstrap, group, TopicMetadata(
+            uuid.UUID(str(described_topic["topic_id"])), topic, PARTITIONS))
         described = run_tool(kafka_tools, GROUP_COMMAND, "--bootstrap-server", bootstrap,
                              "--describe", "--members", "--group", group).stdout
         assert len([line for line in described.splitlines()

@@ -809,8 +809,8 @@ def _versions(conn: RawConnection, request_class: Any) -> range:
 
 
 @pytest.mark.timeout(120)
-def test_every_version_of_the_group_apis(broker: Broker, make_topic: Callable[..., str]
-                                          ) -> None:
+def test_every_version_of_the_group_apis(broker: Broker, make_topic: Callable[..., str],
+                                          admin: Any) -> None:
     """Each version of each api, with requests whose answers do not depend on timing."""
     from kafka.protocol.admin import (
         DeleteGroupsRequest,
@@ -874,6 +874,9 @@ def test_every_version_of_the_group_apis(broker: Broker, make_topic: Callable[..
         delete_topic = OffsetDeleteRequest.OffsetDeleteRequestTopic
         delete_partition = delete_topic.OffsetDeleteRequestPartition
         commit_versions = _versions(conn, OffsetCommitRequest)
+        # From v10 OffsetCommit and OffsetFetch name topics by id.
+        topic_id = uuid.UUID(str(admin.describe_topics([topic])[0]["topic_id"]))
+        by_id = {"name": "", "topic_id": topic_id}
         simple = [unique_group(f"simple-v{v}") for v in commit_versions]
         for name in simple:
             client.wait_ready(name)
@@ -881,7 +884,7 @@ def test_every_version_of_the_group_apis(broker: Broker, make_topic: Callable[..
             resp = conn.request(OffsetCommitRequest(
                 group_id=name, generation_id_or_member_epoch=-1, member_id="",
                 group_instance_id=None, retention_time_ms=-1, topics=[commit_topic(
-                    name=topic, partitions=[commit_partition(
+                    **(by_id if v >= 10 else {"name": topic}), partitions=[commit_partition(
                         partition_index=0, committed_offset=v, committed_leader_epoch=-1,
                         committed_metadata=f"v{v}")])]), v)
             assert [p.error_code for t in resp.topics for p in t.partitions] == [NONE], (v, resp)
@@ -890,7 +893,8 @@ def test_every_version_of_the_group_apis(broker: Broker, make_topic: Callable[..
                 if v >= 8:
                     resp = conn.request(OffsetFetchRequest(groups=[fetch_group(
                         group_id=name, member_id=None, member_epoch=-1,
-                        topics=[fetch_topics(name=topic, partition_indexes=[0])])],
+                        topics=[fetch_topics(**(by_id if v >= 10 else {"name": topic}),
+                                             partition_indexes=[0])])],
                         require_stable=False), v)
                     [g] = resp.groups
                     partitions, error = [p for t in g.topics for p in t.partitions], g.error_code

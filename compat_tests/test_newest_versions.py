@@ -45,8 +45,6 @@ _STREAMS = "streams groups (KIP-1071) are not implemented"
 _KRAFT = "KRaft's own api: josefk runs alone or on ZooKeeper"
 # Api key -> why josefk's range differs from Kafka 4.3.1's (or the api is missing).
 DIFFERENCES = {
-    ApiKey.OffsetCommit: "v10 names topics by id; the group coordinator keeps v9",
-    ApiKey.OffsetFetch: "v10 names topics by id; the group coordinator keeps v9",
     ApiKey.WriteTxnMarkers: "v2 (KIP-1228) is sent by Kafka 4 coordinators to KRaft brokers; "
                             "josefk's coordinator writes its own markers, or sends v1 in a "
                             "ZooKeeper cluster, where Kafka 3.9 brokers know only v1",
@@ -59,6 +57,7 @@ DIFFERENCES = {
     86: _SHARE, 87: _SHARE, 90: _SHARE, 91: _SHARE, 92: _SHARE, 88: _STREAMS, 89: _STREAMS,
 }
 INVALID_REPLICA_ASSIGNMENT = 39
+COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR = 14, 16
 UNKNOWN_TOPIC_ID = 100
 INVALID_REGULAR_EXPRESSION = 128
 
@@ -108,6 +107,67 @@ def test_produce_v13_names_topics_by_id(
         # The record is there, under the topic's name.
         [fetched] = [conn.fetch(topic, 0, 0)]
         assert fetched.error_code == 0 and fetched.high_watermark == 1
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(
+    broker: Broker, make_topic: Callable[..., str], admin: KafkaAdminClient
+) -> None:
+    """v10 of OffsetCommit and OffsetFetch (Kafka 4.1+): topics by id, an unknown id
+    answered UNKNOWN_TOPIC_ID, the commit readable by name through older versions."""
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+
+    topic = make_topic(partitions=2)
+    [described] = admin.describe_topics([topic])
+    topic_id, missing = uuid.UUID(str(described["topic_id"])), uuid.uuid4()
+    group = f"v10-{uuid.uuid4().hex[:8]}"
+    C = OffsetCommitRequest.OffsetCommitRequestTopic
+    commit = OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=[C(topic_id=t, partitions=[C.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=7 + p, committed_leader_epoch=-1,
+            committed_metadata="m") for p in (0, 1)]) for t in (topic_id, missing)])
+    F = OffsetFetchRequest.OffsetFetchRequestGroup
+    with RawConnection(broker.bootstrap, timeout=30) as conn:
+        _coordinator_ready(conn, group)
+        deadline = time.monotonic() + 60
+        while True:  # the coordinator's partition may still be loading
+            answer = conn.request(commit, 10)
+            codes = {p.error_code for t in answer.topics for p in t.partitions}
+            if not codes & {NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS}:
+                break
+            assert time.monotonic() < deadline, codes
+            time.sleep(0.5)
+        assert {(t.topic_id, p.partition_index, p.error_code)
+                for t in answer.topics for p in t.partitions} == {
+            (topic_id, 0, 0), (topic_id, 1, 0),
+            (missing, 0, UNKNOWN_TOPIC_ID), (missing, 1, UNKNOWN_TOPIC_ID)}
+        named = conn.request(OffsetFetchRequest(groups=[F(
+            group_id=group, member_id=None, member_epoch=-1, topics=[F.OffsetFetchRequestTopics(
+                topic_id=t, partition_indexes=[0, 1]) for t in (topic_id, missing)])],
+            require_stable=False), 10)
+        [fetched] = named.groups
+        assert fetched.error_code == 0
+        assert {(t.topic_id, p.partition_index, p.committed_offset, p.error_code)
+                for t in fetched.topics for p in t.partitions} == {
+            (topic_id, 0, 7, 0), (topic_id, 1, 8, 0),
+            (missing, 0, -1, UNKNOWN_TOPIC_ID), (missing, 1, -1, UNKNOWN_TOPIC_ID)}
+        every = conn.request(OffsetFetchRequest(groups=[F(
+            group_id=group, member_id=None, member_epoch=-1, topics=None)],
+            require_stable=False), 10).groups[0]
+        assert [(t.topic_id, sorted(p.committed_offset for p in t.partitions))
+                for t in every.topics] == [(topic_id, [7, 8])]
+    assert {tp.partition: om.offset
+            for tp, om in admin.list_group_offsets({group: None})[group].items()} == {0: 7, 1: 8}
+
+
+def _coordinator_ready(conn: RawConnection, group: str) -> None:
+    """FindCoordinator until the (only) broker answers it: ``__consumer_offsets`` exists."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    deadline = time.monotonic() + 60
+    while conn.request(FindCoordinatorRequest(key=group, key_type=0), 3).error_code:
+        assert time.monotonic() < deadline, "no group coordinator"
+        time.sleep(0.5)
 
 
 def test_list_offsets_v11_earliest_pending_upload(

@@ -7,6 +7,7 @@ marker and the recovery-point, log-start-offset and replication-offset
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -20,7 +21,6 @@ from pathlib import Path
 
 from josefk.log.checkpoint import (
     CorruptCheckpointError,
-    fsync_dir,
     read_offsets,
     sync_filesystem,
     write_atomic,
@@ -28,6 +28,9 @@ from josefk.log.checkpoint import (
 )
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
+from josefk.log.dirs.failure import DirGuardedLog, LogDirFailureChannel, close_handles
+from josefk.log.dirs.moves import copy_changed_files, fsync_tree
+from josefk.log.errors import StorageError
 from josefk.log.file_cache import FILES
 from josefk.log.log import Log
 
@@ -82,21 +85,40 @@ class LogManager:
         self._deleted_dirs: list[Path] = []
         # Copies made ahead of a move across file systems (`stage_move`), by partition.
         self._staged: dict[TopicPartition, Path] = {}
+        # Directories that failed (I/O errors): their logs leave `logs` for `offline_logs`.
+        self.failures = LogDirFailureChannel()
+        self.offline_logs: dict[TopicPartition, Log] = {}
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failures.is_offline(d)]
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log is in a directory that failed."""
+        return (topic, partition) in self.offline_logs
 
     # --- start-up ----------------------------------------------------------------
 
     def startup(self) -> None:
         """Open every partition log; recover those of a dir that was not shut down cleanly."""
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            self.had_clean_shutdown[log_dir] = clean
-            # From now on a crash is unclean until shutdown() writes the marker again.
-            marker.unlink(missing_ok=True)
-            self._load_dir(log_dir, clean)
+            try:
+                self._start_dir(log_dir)
+            except OSError as e:
+                # Kafka's loadLogs: a directory failing at start-up is offline from the start.
+                self.failures.report(log_dir, f"Error while loading log dir {log_dir}", e)
+                self.handle_dir_failure(log_dir)
         # Loading read every log's tail: leave the descriptors to what comes next.
         FILES.close_unused()
+
+    def _start_dir(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[log_dir] = clean
+        # From now on a crash is unclean until shutdown() writes the marker again.
+        marker.unlink(missing_ok=True)
+        self._load_dir(log_dir, clean)
 
     def _load_dir(self, log_dir: Path, clean: bool) -> None:
         recovery = _read_checkpoint(log_dir / RECOVERY_POINT_FILE)
@@ -116,7 +138,7 @@ class LogManager:
                 continue
             if tp[0] not in configs:
                 configs[tp[0]] = self.config_for(tp[0])
-            log = self._watch(Log.open(
+            log = self._watch(DirGuardedLog.open(
                 path, configs[tp[0]], log_start_offset=starts.get(tp, 0),
                 recovery_point=recovery.get(tp, 0), clean_shutdown=clean))
             log.high_watermark = high_watermarks.get(tp, 0)
@@ -131,12 +153,25 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None
                           ) -> Log:
         tp = (topic, partition)
+        if tp in self.offline_logs:
+            raise StorageError(f"the log of {topic}-{partition} is in the offline log "
+                               f"directory {self._dir_of[tp]}")
         if tp not in self.logs:
-            log_dir = self.log_dirs[0] if len(self.log_dirs) == 1 else min(
-                self.log_dirs, key=Counter(self._dir_of.values()).__getitem__)
-            self.logs[tp] = self._watch(Log.open(
-                log_dir / partition_dir_name(topic, partition),
-                config or self.config_for(topic), clean_shutdown=True))
+            live = self.live_log_dirs
+            if not live:
+                raise StorageError(f"no log directory online for {topic}-{partition}")
+            log_dir = live[0] if len(live) == 1 else min(
+                live, key=Counter(self._dir_of.values()).__getitem__)
+            try:
+                log = DirGuardedLog.open(log_dir / partition_dir_name(topic, partition),
+                                         config or self.config_for(topic), clean_shutdown=True)
+            except StorageError:
+                raise
+            except OSError as e:
+                message = f"Error while creating log for {topic}-{partition} in dir {log_dir}"
+                self.failures.report(log_dir, message, e)
+                raise StorageError(f"{message}: {e}") from e
+            self.logs[tp] = self._watch(log)
             self._dir_of[tp] = log_dir
         return self.logs[tp]
 
@@ -174,6 +209,7 @@ class LogManager:
             return log
         high_watermark, start = log.high_watermark, log.log_start_offset
         log.flush()
+        _retire(log)
         log.close()
         destination = target / partition_dir_name(topic, partition)
         try:
@@ -188,7 +224,7 @@ class LogManager:
             staging.rename(destination)
             shutil.rmtree(log.directory, ignore_errors=True)
         self._flush_watch.discard(log)
-        moved = self._watch(Log.open(destination, log.config, log_start_offset=start,
+        moved = self._watch(DirGuardedLog.open(destination, log.config, log_start_offset=start,
                                      recovery_point=log.log_end_offset, clean_shutdown=True))
         moved.high_watermark = high_watermark
         moved.producer_state.expiration_ms = log.producer_state.expiration_ms
@@ -206,6 +242,7 @@ class LogManager:
         if log is None:
             return
         self._flush_watch.discard(log)
+        _retire(log)
         log.close(sync=False)  # nothing of it is to survive a crash
         aside = log.directory.with_name(aside_name(topic, partition, DELETE_DIR_SUFFIX))
         log.directory.rename(aside)
@@ -226,7 +263,29 @@ class LogManager:
         watch.difference_update([log for log in watch if not log.may_need_flush()])
         return [log for log in watch if log.needs_flush(now)]
 
+    def handle_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Take a failed directory's logs out of service (Kafka's
+        ``LogManager.handleLogDirFailure``): they leave `logs` (no flush, retention,
+        checkpoint or cleaning touches them again), their descriptors are closed, and
+        every guarded method of theirs raises StorageError. Returns their partitions."""
+        log_dir = Path(log_dir)
+        gone = sorted(tp for tp, d in self._dir_of.items()
+                      if d == log_dir and tp in self.logs)
+        for tp in gone:
+            log = self.logs.pop(tp)
+            if isinstance(log, DirGuardedLog):
+                log.offline = True
+            self._flush_watch.discard(log)
+            close_handles(log)
+            self.offline_logs[tp] = log
+        logger.warning("log directory %s is offline: %d partition logs taken out of service; "
+                       "%d of %d log directories remain online", log_dir, len(gone),
+                       len(self.live_log_dirs), len(self.log_dirs))
+        return gone
+
     def _watch(self, log: Log) -> Log:
+        if isinstance(log, DirGuardedLog):
+            log.failures = self.failures
         log.flush_watch = self._flush_watch
         if log.may_need_flush():
             self._flush_watch.add(log)
@@ -234,9 +293,12 @@ class LogManager:
 
     def enforce_retention(self, now: int | None = None) -> int:
         now = now_ms() if now is None else now
-        deleted = sum(log.enforce_retention(now) for log in self.logs.values())
-        for log in self.logs.values():
-            log.delete_expired_files(now)
+        deleted = 0
+        for log in list(self.logs.values()):
+            # A log whose directory fails meanwhile is reported and skipped.
+            with contextlib.suppress(StorageError):
+                deleted += log.enforce_retention(now)
+                log.delete_expired_files(now)
         return deleted
 
     def checkpoint(self) -> None:
@@ -247,7 +309,7 @@ class LogManager:
         """Checkpoint file → offsets, read now: the server reads them on its event loop
         (where logs come and go) and writes the files from a worker thread."""
         files: dict[Path, dict[TopicPartition, int]] = {}
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:
             mine = {tp: log for tp, log in self.logs.items() if self._dir_of[tp] == log_dir}
             files[log_dir / RECOVERY_POINT_FILE] = {
                 tp: log.recovery_point for tp, log in mine.items()}
@@ -263,21 +325,47 @@ class LogManager:
         # before the clean-shutdown marker says so: thousands of fsyncs take seconds.
         workers = max(1, self.threads_per_dir * len(self.log_dirs))
         with ThreadPoolExecutor(workers, thread_name_prefix="log-shutdown") as pool:
-            list(pool.map(lambda log: log.flush(sync=False), self.logs.values()))
-            list(pool.map(lambda log: log.close(sync=False), self.logs.values()))
-        for log_dir in self.log_dirs:
-            sync_filesystem(log_dir)
+            list(pool.map(self._closed, self.logs.values()))
+        for log_dir in self.live_log_dirs:
+            self._in_dir(log_dir, "syncing", lambda d=log_dir: sync_filesystem(d))
         # Recovery points only once what they cover is durable.
-        self.checkpoint()
-        for log_dir in self.log_dirs:
-            write_atomic(log_dir / CLEAN_SHUTDOWN_FILE,
-                         json.dumps({"version": 0, "brokerEpoch": -1}).encode())
+        write_checkpoints(self.checkpoint_offsets(), failures=self.failures)
+        marker = json.dumps({"version": 0, "brokerEpoch": -1}).encode()
+        for log_dir in self.live_log_dirs:
+            self._in_dir(log_dir, "marking a clean shutdown of",
+                         lambda d=log_dir: write_atomic(d / CLEAN_SHUTDOWN_FILE, marker))
         self.logs.clear()
 
+    def _closed(self, log: Log) -> None:
+        """Flush and close one log at shutdown; a directory failing now only misses its
+        clean-shutdown marker (the next start recovers it)."""
+        self._in_dir(log.directory.parent, f"closing {log.directory.name} in",
+                     lambda: (log.flush(sync=False), log.close(sync=False)))
 
-def write_checkpoints(files: dict[Path, dict[TopicPartition, int]], sync: bool = True) -> None:
+    def _in_dir(self, log_dir: Path, what: str, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except OSError as e:
+            self.failures.report(log_dir, f"Error while {what} {log_dir}", e)
+
+
+def _retire(log: Log) -> None:
+    if isinstance(log, DirGuardedLog):
+        log.retired = True
+
+
+def write_checkpoints(files: dict[Path, dict[TopicPartition, int]], sync: bool = True,
+                      failures: LogDirFailureChannel | None = None) -> None:
+    """Write checkpoint files; with ``failures``, one that cannot be written takes its
+    log directory offline (Kafka's checkpoint I/O errors do) and the others are written."""
     for path, offsets in files.items():
-        write_offsets(path, offsets, sync)
+        if failures is None:
+            write_offsets(path, offsets, sync)
+            continue
+        try:
+            write_offsets(path, offsets, sync)
+        except OSError as e:
+            failures.report(path.parent, f"Error while writing checkpoint file {path}", e)
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -292,32 +380,3 @@ def remove_dirs(paths: list[Path]) -> None:
     """Remove deleted logs' directories (blocking: the server runs it in a thread)."""
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def copy_changed_files(source: Path, target: Path) -> int:
-    """Make the flat directory ``target`` a copy of ``source``, copying only the files
-    whose size or modification time differ (``copy2`` keeps the time) and removing those
-    ``source`` no longer has; the bytes copied."""
-    copied = 0
-    present = {entry.name: entry.stat() for entry in os.scandir(target)}
-    for entry in os.scandir(source):
-        if not entry.is_file():
-            continue
-        stat, had = entry.stat(), present.pop(entry.name, None)
-        if had is None or (had.st_size, had.st_mtime_ns) != (stat.st_size, stat.st_mtime_ns):
-            shutil.copy2(entry.path, target / entry.name)
-            copied += stat.st_size
-    for name in present:
-        (target / name).unlink()
-    return copied
-
-
-def fsync_tree(directory: Path) -> None:
-    """fsync every file of a flat directory, then the directory itself."""
-    for entry in os.scandir(directory):
-        fd = os.open(entry.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    fsync_dir(directory)

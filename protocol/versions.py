@@ -6,8 +6,8 @@ the "removed in Apache Kafka 4.0" notes and `validVersions` of the JSON schemas
 kafka-python 3.0.12 ships. Maximums are what Kafka 4.0.0 serves, except Fetch: 18,
 as Kafka 4.3 (v16 answers leaders' endpoints, KIP-951; v17's replica directory id and
 v18's high watermark are a follower's and KRaft's, read and ignored); kafka-python's
-schemas come from a newer Kafka (OffsetCommit/OffsetFetch 10, InitProducerId 6) and
-those newer versions switch to topic ids or features we do not implement. Produce 13
+schemas come from a newer Kafka (InitProducerId 6) and those newer versions need
+features we do not implement. OffsetCommit and OffsetFetch 10 (topic ids), Produce 13
 (topic ids, KIP-516), ListOffsets 11 (KIP-1023's earliest pending upload: nothing,
 without tiered storage), ListTransactions 2, DescribeLogDirs 5 (no log dir cordoned)
 and AlterPartitionReassignments 1 are Kafka 4.3's; compat_tests/test_newest_versions.py
@@ -59,8 +59,8 @@ _TABLE = {
     ApiKey.StopReplica: _V(0, 4),
     ApiKey.UpdateMetadata: _V(0, 8),
     ApiKey.ControlledShutdown: _V(0, 3),
-    ApiKey.OffsetCommit: _V(2, 9),
-    ApiKey.OffsetFetch: _V(1, 9),
+    ApiKey.OffsetCommit: _V(2, 10),
+    ApiKey.OffsetFetch: _V(1, 10),
     ApiKey.FindCoordinator: _V(0, 6),
     ApiKey.JoinGroup: _V(0, 9),
     ApiKey.Heartbeat: _V(0, 4),

@@ -45,6 +45,7 @@ from josefk.server.quotas.rate import RateConfig
 from josefk.server.quotas.replication import ReplicationQuotas
 from josefk.server.quotas.service import ClientQuotas
 from josefk.server.reconfiguration import BrokerReconfiguration
+from josefk.server.replication.log_dirs import LogDirFailureHandler, propagate_log_dir_event
 from josefk.server.replication.sessions import FetchSessionCache
 from josefk.server.security.authorizer import Authorizer
 from josefk.server.security.client import PLAINTEXT_PEERS, peer_security
@@ -65,6 +66,9 @@ logger = logging.getLogger(__name__)
 # How long the background creation of deferred partitions holds the event loop at a time:
 # a request arriving meanwhile waits for the slice, plus the log being created (~0.4 ms).
 DEFERRED_OPEN_SLICE_S = 0.0005
+# ... and resumes only after the loop has been idle this long (a big Metadata answer at
+# 10,000 partitions is written in several rounds as the client reads it).
+DEFERRED_OPEN_CUSHION_S = 0.0003
 
 
 class Broker:
@@ -160,6 +164,12 @@ class Broker:
         self.startup_hooks.insert(0, self.log_cleaner.startup)
         self.background_tasks.append(self.log_cleaner.run)
         self.background_tasks.append(self._open_deferred)
+        # A log directory that fails goes offline; in a cluster the controller is told.
+        cluster = self.cluster
+        self.log_dir_failures = LogDirFailureHandler(
+            self.log_manager, self, None if cluster is None
+            else lambda: propagate_log_dir_event(cluster.zk, self.node_id))
+        self.background_tasks.insert(0, self.log_dir_failures.run)
 
     # --- coordinators ---------------------------------------------------------------
 
@@ -223,7 +233,8 @@ class Broker:
         config = self.log_config_for(topic.name)
         for index, replicas in topic.partitions.items():
             key = (topic.name, index)
-            if self.node_id not in replicas or key in self.partitions:
+            if (self.node_id not in replicas or key in self.partitions
+                    or self.log_manager.is_offline(*key)):
                 continue
             if defer:
                 self._unopened[key] = topic
@@ -276,8 +287,10 @@ class Broker:
             for key in list(self._unopened):
                 if trio.current_time() >= deadline:
                     # Idle priority: resume only once no other task can run, so requests
-                    # wait for at most one slice (trio.testing's helper is plain trio).
-                    await wait_all_tasks_blocked()
+                    # wait for at most one slice (trio.testing's helper is plain trio);
+                    # the cushion keeps a response that waits for the client to drain its
+                    # socket from losing a slice at every wait.
+                    await wait_all_tasks_blocked(DEFERRED_OPEN_CUSHION_S)
                     deadline = trio.current_time() + DEFERRED_OPEN_SLICE_S
                 try:
                     self._open_unopened(key)
@@ -305,6 +318,17 @@ class Broker:
 
     def on_partition_data(self, partition: Partition) -> None:
         self._on_data(partition)
+
+    def on_partitions_offline(self, keys: list[tuple[str, int]]) -> None:
+        """Their log directory failed: no longer followed here, and whoever waits on them
+        is woken (their logs answer KAFKA_STORAGE_ERROR from now on)."""
+        for key in keys:
+            if self.cluster is not None and self.cluster.fetchers is not None:
+                self.cluster.fetchers.stop(key)
+            partition = self.partitions.get(key)
+            if partition is not None:
+                self.on_partition_append(partition)  # followers' long polls too
+            self.purgatory.notify(key)
 
     def on_follower_fetch(self, partition: Partition, replica: int, fetch_offset: int) -> None:
         """A follower fetched ``partition`` from ``fetch_offset`` (it has everything below)."""

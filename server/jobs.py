@@ -88,8 +88,10 @@ class BackgroundJobs:
 
     async def checkpoint(self) -> None:
         # Offsets are read here, on the event loop; only the file writes go to a thread.
-        files = self._host.log_manager.checkpoint_offsets()
-        await trio.to_thread.run_sync(write_checkpoints, files)
+        manager = self._host.log_manager
+        files = manager.checkpoint_offsets()
+        # A checkpoint that cannot be written takes its log directory offline.
+        await trio.to_thread.run_sync(write_checkpoints, files, True, manager.failures)
 
     async def expire_producers(self) -> None:
         now = now_ms()

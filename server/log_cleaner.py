@@ -124,6 +124,11 @@ class LogCleanerService:
         except CleaningAbortedError as e:
             logger.info("log cleaning stopped: %s", e)
             return e
+        except OSError as e:
+            # As Kafka's cleaner: an I/O error takes the log's directory offline.
+            self.manager.log_manager.failures.report(
+                plan.log.directory.parent, f"Error while cleaning {plan.name}", e)
+            return e
         except Exception as e:
             logger.exception("cleaning %s failed; it is left alone until a restart", plan.name)
             return e

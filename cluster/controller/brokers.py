@@ -79,6 +79,9 @@ class BrokerLifecycle:
             return
         logger.info("controller %d: brokers new %s, dead %s, bounced %s; live now %s",
                     ctx.controller_id, new, dead, bounced, sorted(current))
+        for broker_id in dead + new + bounced:
+            # Back (or gone) with its log directories as they are now (Kafka forgets too).
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
         for broker_id in dead + bounced:
             self.channel.remove_broker(broker_id)
         if dead or bounced:

@@ -60,6 +60,9 @@ class ControllerContext:
     topics_to_delete: set[str] = field(default_factory=set)
     # Partition -> target replicas, while a reassignment is in flight.
     reassignments: dict[TP, tuple[int, ...]] = field(default_factory=dict)
+    # Broker -> its replicas in a failed log directory (Kafka's replicasOnOfflineDirs):
+    # learnt from LeaderAndIsr answers, forgotten when the broker dies or registers again.
+    replicas_on_offline_dirs: dict[int, set[TP]] = field(default_factory=dict)
 
     @property
     def live(self) -> set[int]:
@@ -69,6 +72,17 @@ class ControllerContext:
     @property
     def live_or_shutting_down(self) -> set[int]:
         return set(self.brokers)
+
+    def is_replica_online(self, tp: TP, broker_id: int) -> bool:
+        """Kafka's ``isReplicaOnline``: a registered broker, the replica not in one of its
+        failed log directories."""
+        return (broker_id in self.brokers
+                and tp not in self.replicas_on_offline_dirs.get(broker_id, ()))
+
+    def live_for(self, tp: TP) -> set[int]:
+        """The brokers where ``tp``'s leader may go: live, not shutting down, and with
+        ``tp``'s replica in an online log directory."""
+        return {b for b in self.live if self.is_replica_online(tp, b)}
 
     def topics(self) -> set[str]:
         return set(self.topic_ids)
@@ -145,7 +159,8 @@ class ControllerContext:
             leader=LEADER_DURING_DELETE if deleting else li.leader,
             leader_epoch=li.leader_epoch, isr=li.isr, partition_epoch=li.zk_version,
             replicas=replicas, adding=self.adding.get(tp, ()), removing=self.removing.get(tp, ()),
-            offline=tuple(b for b in replicas if b not in self.brokers), is_new=is_new,
+            offline=tuple(b for b in replicas if not self.is_replica_online(tp, b)),
+            is_new=is_new,
             leader_recovery_state=li.leader_recovery_state)
 
 
@@ -153,9 +168,13 @@ class RequestBatch:
     """Requests gathered per broker during one controller event, then sent together
     (Kafka's ``ControllerBrokerRequestBatch``)."""
 
-    def __init__(self, context: ControllerContext, channel: ControllerChannel) -> None:
+    def __init__(self, context: ControllerContext, channel: ControllerChannel,
+                 on_leader_and_isr: Callable[[int], Callable[[ControllerResponse], None]]
+                 | None = None) -> None:
+        """``on_leader_and_isr``: for a broker id, what reads its LeaderAndIsr answer."""
         self.context = context
         self.channel = channel
+        self.on_leader_and_isr = on_leader_and_isr
         self._leader_and_isr: dict[int, dict[TP, PartitionInfo]] = defaultdict(dict)
         self._update_metadata_brokers: set[int] = set()
         self._update_metadata: dict[TP, PartitionInfo] = {}
@@ -203,7 +222,8 @@ class RequestBatch:
             topics = {tp[0] for tp in infos}
             self.channel.send(broker_id, LeaderAndIsr(
                 ctx.controller_id, ctx.epoch, registration.epoch, tuple(infos.values()),
-                {t: ctx.topic_ids[t] for t in topics if t in ctx.topic_ids}, live_leaders))
+                {t: ctx.topic_ids[t] for t in topics if t in ctx.topic_ids}, live_leaders),
+                self.on_leader_and_isr(broker_id) if self.on_leader_and_isr else None)
         if self._update_metadata_brokers:
             infos = tuple(self._update_metadata.values())
             topic_ids = {t: ctx.topic_ids[t] for t in {i.topic for i in infos}

@@ -18,7 +18,8 @@ built on the narrow interfaces of `interfaces` and wired together here:
 - `IsrChanges`: AlterPartition, and followers leaving ISRs;
 - `BrokerLifecycle`: broker failure, startup and controlled shutdown;
 - `TopicDeletionManager`: topic deletion (Kafka's TopicDeletionManager);
-- `ReassignmentManager`: partition reassignment (KIP-455 and ``/admin``).
+- `ReassignmentManager`: partition reassignment (KIP-455 and ``/admin``);
+- `LogDirEvents`: brokers' failed log directories and the replicas in them.
 
 It keeps for itself the event queue, the failover, ElectLeaders and its legacy znode,
 the automatic leader rebalance and producer id blocks.
@@ -41,6 +42,7 @@ from josefk.cluster.controller.deletion import TopicDeletionManager
 from josefk.cluster.controller.elections import PartitionElections
 from josefk.cluster.controller.interfaces import Event
 from josefk.cluster.controller.isr import AlterIsr, IsrChanges
+from josefk.cluster.controller.log_dirs import LogDirEvents
 from josefk.cluster.controller.pipeline import ControllerMovedError, first_leaf, for_each
 from josefk.cluster.controller.reassignment import Ongoing, ReassignmentManager
 from josefk.cluster.controller.states import PartitionState, ReplicaState
@@ -110,6 +112,8 @@ class Controller:
         self.lifecycle = BrokerLifecycle(
             ctx, zk, channel, self._batch, self._watch, self.elections, self.isr,
             self.deletion.resume, self.reassignment.on_brokers_started)
+        self.log_dirs = LogDirEvents(ctx, zk, self.writes, self._batch, self.put, self._watch,
+                                     self.elections, self.isr)
 
     @property
     def broker_id(self) -> int:
@@ -209,13 +213,15 @@ class Controller:
         return lambda: self.put(event)
 
     def _batch(self) -> RequestBatch:
-        return RequestBatch(self.ctx, self.channel)
+        # Every LeaderAndIsr answer is read for replicas in failed log directories.
+        return RequestBatch(self.ctx, self.channel, self.log_dirs.on_leader_and_isr_response)
 
     # --- failover: load everything ----------------------------------------------------------
 
     async def _failover(self) -> None:
         ctx = self.ctx
         await self.lifecycle.load()
+        await self.log_dirs.load()
         await self.topics.load_all()
         await self.zk.exists(zn.PREFERRED_REPLICA_ELECTION,
                              self._watch(self.on_legacy_preferred_election))

@@ -93,7 +93,7 @@ class PartitionElections:
         for replica in replicas:
             if ctx.replica_state(tp, replica) is ReplicaState.NON_EXISTENT:
                 ctx.move_replica(tp, replica, ReplicaState.NEW)
-        live = [b for b in replicas if b in ctx.live]
+        live = [b for b in replicas if b in ctx.live_for(tp)]
         if not live:
             logger.error("controller %d: no live replica for new partition %s-%d among %s",
                          ctx.controller_id, *tp, list(replicas))
@@ -135,19 +135,21 @@ class PartitionElections:
     def _choose(self, tp: TP, kind: str, li: LeaderIsr) -> Election | None:
         ctx = self.ctx
         replicas = ctx.assignments[tp]
+        live = ctx.live_for(tp)  # replicas in a failed log directory cannot lead
         match kind:
             case "preferred":
-                return preferred_election(replicas, li.isr, ctx.live)
+                return preferred_election(replicas, li.isr, live)
             case "controlled_shutdown":
-                return controlled_shutdown_election(replicas, li.isr, ctx.brokers,
-                                                    ctx.shutting_down)
+                return controlled_shutdown_election(
+                    replicas, li.isr, [b for b in ctx.brokers if ctx.is_replica_online(tp, b)],
+                    ctx.shutting_down)
             case "reassignment":
                 return reassignment_election(ctx.reassignments.get(tp, replicas), li.isr,
-                                             ctx.live)
+                                             live)
             case "unclean":
-                return offline_election(replicas, li.isr, ctx.live, True)
+                return offline_election(replicas, li.isr, live, True)
             case _:
-                return offline_election(replicas, li.isr, ctx.live,
+                return offline_election(replicas, li.isr, live,
                                         self.config().unclean_leader_election(tp[0]))
 
     async def _elect_one(self, tp: TP, kind: str, batch: RequestBatch) -> int:
@@ -156,7 +158,7 @@ class PartitionElections:
             li = ctx.leader_isr[tp]
             if kind == "preferred" and li.leader == ctx.assignments[tp][0]:
                 return ELECTION_NOT_NEEDED
-            if kind == "unclean" and li.leader in ctx.live:
+            if kind == "unclean" and li.leader in ctx.live_for(tp):
                 return ELECTION_NOT_NEEDED
             election = self._choose(tp, kind, li)
             if election is None:

@@ -392,3 +392,30 @@ def decode_partitions_list(data: bytes, what: str) -> dict[tuple[str, int], list
                 for e in doc.get("partitions") or []}
     except (KeyError, TypeError, ValueError) as e:
         raise ZnodeFormatError(f"{what}: {doc!r}") from e
+
+
+# --- /log_dir_event_notification ---------------------------------------------------------
+
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def log_dir_event_path() -> str:
+    """The prefix of a new sequential ``log_dir_event_<seq>`` znode (ZooKeeper adds the
+    sequence number)."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{LOG_DIR_EVENT_PREFIX}"
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Kafka's ``LogDirEventNotificationSequenceZNode``: a log directory of ``broker_id``
+    failed."""
+    return _json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker whose log directory failed."""
+    doc = _load(data, LOG_DIR_EVENT_NOTIFICATION)
+    try:
+        return int(doc["broker"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ZnodeFormatError(f"{LOG_DIR_EVENT_NOTIFICATION}: no broker id: {e}") from e

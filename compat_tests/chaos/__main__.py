@@ -1,9 +1,10 @@
 """``python -m compat_tests.chaos``: one chaos run (``make chaos``).
 
 The last line is ``chaos: N acknowledged, L lost, D duplicated, R reordered,
-I inconsistent, S poll-skips (seed X)`` (``--workload txn``: ``chaos txn: ...`` with the
-transactions checker's counts); the exit status is 1 when any deciding anomaly is not 0,
-and 2 when the run itself could not complete.
+I inconsistent, S poll-skips (seed X)`` (``--workload txn``, ``groups``, ``compact``:
+``chaos txn: ...`` and so on, with that checker's counts); the exit status is 1 when any
+deciding anomaly is not 0, and 2 when the run itself could not complete. The soak, every
+workload at once for an hour, is ``python -m compat_tests.chaos.soak`` (``make soak``).
 """
 
 from __future__ import annotations
@@ -49,10 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-in-flight", type=int, default=1,
                         help="producer requests in flight per connection (librdkafka "
                              "duplicates on leader changes above 1: see workload.py)")
-    parser.add_argument("--workload", choices=("queue", "txn", "groups"), default="queue",
+    parser.add_argument("--workload", choices=("queue", "txn", "groups", "compact"),
+                        default="queue",
                         help="queue: idempotent producers; txn: transactions, read_committed "
                              "and consume-transform-produce; groups: members joining, "
-                             "leaving and killed")
+                             "leaving and killed; compact: keys overwritten and deleted in "
+                             "a compacted topic")
+    parser.add_argument("--zookeepers", type=int, choices=(1, 3), default=1,
+                        help="one ZooKeeper, or an ensemble of three (for zk-node-kill)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("kazoo", "kafka"):
@@ -63,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.target}-{args.workload}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     options = Options(target=args.target, duration=args.duration, seed=seed, faults=faults,
-                      out=out, max_in_flight=args.max_in_flight, workload=args.workload)
+                      out=out, max_in_flight=args.max_in_flight, workload=args.workload,
+                      zookeepers=args.zookeepers)
     try:
         outcome = run(options)
     except (HarnessError, Exception, pytest.fail.Exception) as exc:

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.harness import Cluster
-from . import net
+from . import compaction, net
+from .ensemble import zk_node_names
 from .group_workload import GroupChurn, GroupWorkload, final_offsets, observe_offsets
 from .history import History
 from .nemesis import Nemesis
@@ -89,8 +90,8 @@ def _threads(*stops: threading.Event) -> Iterator[_Starter]:
 
 def _nemesis(options: Options, faults: list[str], cluster: Cluster,
              network: net.Network | None, history: History) -> Nemesis:
-    return Nemesis(cluster, network, history, TOPIC, options.partitions, faults, options.seed,
-                   options.schedule)
+    return Nemesis(cluster, network, history, options.topic, options.partitions, faults,
+                   options.seed, options.schedule, zk_nodes=zk_node_names(options.zookeepers))
 
 
 def _faults_then_heal(options: Options, start: _Starter, stops: tuple[threading.Event, ...],
@@ -102,8 +103,10 @@ def _faults_then_heal(options: Options, start: _Starter, stops: tuple[threading.
     stop_faults.wait(options.duration)
     stop_faults.set()
     start.threads[0].join()
+    if options.healed is not None:  # faults injected elsewhere (the soak): wait for the heal
+        options.healed.wait()
     if start.failures:
-        raise HarnessError(f"the nemesis failed: {start.failures[0]!r}")
+        raise HarnessError(f"a thread failed: {start.failures[0]!r}")
     history.record("phase", name="healed")
     stop_sends.set()
     for thread in sending:
@@ -127,8 +130,8 @@ def _final_reads(history: History, nemesis: Nemesis, *reads: tuple[str, Any]) ->
 def _exercise(options: Options, faults: list[str], cluster: Cluster,
               network: net.Network | None, history: History) -> None:
     """Idempotent producers, a consumer by assignment and two in a group."""
-    cluster.create_topic(TOPIC, options.partitions, 3, {"min.insync.replicas": "2"})
-    workload = Workload(",".join(b.bootstrap for b in cluster.brokers.values()), TOPIC,
+    cluster.create_topic(options.topic, options.partitions, 3, {"min.insync.replicas": "2"})
+    workload = Workload(",".join(b.bootstrap for b in cluster.brokers.values()), options.topic,
                         options.partitions, options.producers, options.rate,
                         max_in_flight=options.max_in_flight)
     stop_faults, stop_sends, stop_polls = threading.Event(), threading.Event(), threading.Event()
@@ -141,19 +144,19 @@ def _exercise(options: Options, faults: list[str], cluster: Cluster,
         for i in range(1, workload.group_consumers + 1):
             start(group_consumer, i, workload, history, stop_polls)
         _faults_then_heal(options, start, (stop_faults, stop_sends), sending, cluster, history,
-                          {TOPIC: options.partitions})
+                          {options.topic: options.partitions})
         stop_polls.set()
     _final_reads(history, nemesis,
-                 (TOPIC, lambda: final_read(workload, history, FINAL_READ_TIMEOUT)))
+                 (options.topic, lambda: final_read(workload, history, FINAL_READ_TIMEOUT)))
 
 
 def _exercise_txn(options: Options, faults: list[str], cluster: Cluster,
                   network: net.Network | None, history: History) -> None:
     """Transactional producers, a read_committed consumer and the transformer under the
     nemesis; then, once healed and the transformer has caught up, the final reads."""
-    workload = TxnWorkload(",".join(b.bootstrap for b in cluster.brokers.values()), TOPIC,
+    workload = TxnWorkload(",".join(b.bootstrap for b in cluster.brokers.values()), options.topic,
                            options.partitions, options.producers)
-    topics = {TOPIC: options.partitions, workload.input_topic: 3, workload.output_topic: 3}
+    topics = {options.topic: options.partitions, workload.input_topic: 3, workload.output_topic: 3}
     for topic, partitions in topics.items():
         cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
     fill_input(workload, history)
@@ -178,18 +181,18 @@ def _exercise_txn(options: Options, faults: list[str], cluster: Cluster,
     _final_reads(history, nemesis, *(
         (topic, lambda topic=topic, n=n: final_read_committed(
             workload, topic, n, history, FINAL_READ_TIMEOUT))
-        for topic, n in ((TOPIC, options.partitions), (workload.output_topic, 3))))
+        for topic, n in ((options.topic, options.partitions), (workload.output_topic, 3))))
 
 
 def _exercise_groups(options: Options, faults: list[str], cluster: Cluster,
                      network: net.Network | None, history: History) -> None:
     """Group members joining, leaving and killed while producers write and the nemesis
     runs; then every member stops, the group's final offsets and the final read."""
-    cluster.create_topic(TOPIC, options.partitions, 3, {"min.insync.replicas": "2"})
+    cluster.create_topic(options.topic, options.partitions, 3, {"min.insync.replicas": "2"})
     bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
-    workload = Workload(bootstrap, TOPIC, options.partitions, options.producers,
+    workload = Workload(bootstrap, options.topic, options.partitions, options.producers,
                         options.rate / 2, max_in_flight=options.max_in_flight)
-    members = GroupWorkload(bootstrap, TOPIC, options.partitions)
+    members = GroupWorkload(bootstrap, options.topic, options.partitions)
     churn = GroupChurn(members, history, options.seed)
     stop_faults, stop_sends, stop_churn = threading.Event(), threading.Event(), threading.Event()
     stop_observer = threading.Event()
@@ -201,7 +204,7 @@ def _exercise_groups(options: Options, faults: list[str], cluster: Cluster,
         churning = start(churn.run, stop_churn)
         start(observe_offsets, members, history, stop_observer)
         _faults_then_heal(options, start, (stop_faults, stop_sends), sending, cluster, history,
-                          {TOPIC: options.partitions})
+                          {options.topic: options.partitions})
         stop_churn.set()
         churning.join()
         time.sleep(10.0)  # the members left settle and commit what they read
@@ -209,8 +212,28 @@ def _exercise_groups(options: Options, faults: list[str], cluster: Cluster,
         stop_observer.set()
     final_offsets(members, history, RECOVERY_TIMEOUT)
     _final_reads(history, nemesis,
-                 (TOPIC, lambda: final_read(workload, history, FINAL_READ_TIMEOUT)))
+                 (options.topic, lambda: final_read(workload, history, FINAL_READ_TIMEOUT)))
+
+
+def _exercise_compact(options: Options, faults: list[str], cluster: Cluster,
+                      network: net.Network | None, history: History) -> None:
+    """One idempotent producer overwriting and deleting keys of a compacted topic while the
+    cleaner runs and the nemesis strikes; then the final read of what compaction left."""
+    cluster.create_topic(options.topic, options.partitions, 3, compaction.TOPIC_CONFIG)
+    workload = Workload(",".join(b.bootstrap for b in cluster.brokers.values()),
+                        options.topic, options.partitions, 1, options.rate,
+                        max_in_flight=options.max_in_flight)
+    stop_faults, stop_sends = threading.Event(), threading.Event()
+    nemesis = _nemesis(options, faults, cluster, network, history)
+    producer = ProducerProcess(0, workload, history, compaction.keyed)
+    with _threads(stop_faults, stop_sends) as start:
+        start(nemesis.run, stop_faults)
+        sending = [start(producer.run, stop_sends)]
+        _faults_then_heal(options, start, (stop_faults, stop_sends), sending, cluster, history,
+                          {options.topic: options.partitions})
+    _final_reads(history, nemesis, (options.topic, lambda: final_read(
+        workload, history, FINAL_READ_TIMEOUT, compaction.final_row)))
 
 
 EXERCISES: dict[str, Any] = {"queue": _exercise, "txn": _exercise_txn,
-                             "groups": _exercise_groups}
+                             "groups": _exercise_groups, "compact": _exercise_compact}

@@ -25,7 +25,13 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
+
+
+class Recorder(Protocol):
+    """Where events go: a :class:`History`, or a :class:`Tee` of several."""
+
+    def record(self, type_: str, **fields: Any) -> float: ...
 
 
 class History:
@@ -57,3 +63,13 @@ class History:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Tee:
+    """Records each event in every one of ``histories`` (one nemesis, several workloads)."""
+
+    def __init__(self, histories: list[History]) -> None:
+        self.histories = histories
+
+    def record(self, type_: str, **fields: Any) -> float:
+        return [h.record(type_, **fields) for h in self.histories][0]

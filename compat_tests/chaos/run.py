@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster.harness import CLUSTER_START_TIMEOUT, Cluster, ZooKeeperServer
-from . import checker, group_checker, net, timeline, txn_checker
+from . import checker, clock, compaction, disk, group_checker, net, timeline, txn_checker
+from .ensemble import Ensemble, Member, loopback_members, zk_node_names
 from .exercises import EXERCISES, TOPIC
 from .history import History
-from .nemesis import DEFAULT_FAULTS, NEEDS_NETWORK, Schedule
+from .nemesis import DEFAULT_FAULTS, NEEDS_ENSEMBLE, NEEDS_NETWORK, Schedule
 from .workload import CLIENT_LOG
 
 log = logging.getLogger("chaos")
@@ -27,6 +29,7 @@ log = logging.getLogger("chaos")
 BROKER_PORT = 9092
 ZOOKEEPER_PORT = 2181
 ZOOKEEPER_HOST = 100
+FAKED_START_FACTOR = 3
 # Kafka's defaults where a user would keep them; leader rebalancing sooner than the
 # default 300 s so that it happens within a run.
 BROKER_CONFIG = {
@@ -40,7 +43,7 @@ BROKER_CONFIG = {
 
 # The checker of each workload's history.
 CHECKS = {"queue": checker.check, "txn": txn_checker.check_txn,
-          "groups": group_checker.check_groups}
+          "groups": group_checker.check_groups, "compact": compaction.check_compact}
 
 
 @dataclass
@@ -60,13 +63,20 @@ class Options:
     # "queue" (idempotent producers, workload.py), "txn" (transactions, txn_workload.py)
     # or "groups" (members joining, leaving, killed: group_workload.py).
     workload: str = "queue"
+    # ZooKeeper servers: 1 (standalone) or an ensemble of 3 (``ensemble.py``).
+    zookeepers: int = 1
+    topic: str = TOPIC
+    # Set once faults injected by someone else are healed (the soak's one nemesis); the
+    # exercise's own nemesis then has no faults.
+    healed: threading.Event | None = None
 
 
 @dataclass
 class Outcome:
     """What a run produced: the checker's result and the files next to the history."""
 
-    result: checker.Result | txn_checker.TxnResult | group_checker.GroupResult
+    result: (checker.Result | txn_checker.TxnResult | group_checker.GroupResult
+             | compaction.CompactResult)
     history: Path
     timeline: Path
     report: Path
@@ -80,44 +90,57 @@ class Outcome:
 def run(options: Options) -> Outcome:
     """Run the workload under the nemesis, check the history, draw the timeline."""
     options.out.mkdir(parents=True, exist_ok=True)
-    notes: list[str] = []
-    faults = list(options.faults)
+    faults, notes = usable_faults(options.faults, options.zookeepers)
     reason = net.available()
-    for fault in sorted(NEEDS_NETWORK & set(faults)) if reason is not None else []:
-        faults.remove(fault)
-        notes.append(f"no {fault} faults: {reason}")
-        log.warning("no %s faults: %s", fault, reason)
     history_path = options.out / "history.jsonl"
     with (
-        _client_log(options.out / "clients.log"),
+        client_log(options.out / "clients.log"),
         History(history_path) as history,
-        _cluster(options, reason is None) as (cluster, network),
+        chaos_cluster(options, reason is None) as (cluster, network),
     ):
         history.record(
             "meta",
             seed=options.seed,
             target=options.target,
-            topic=TOPIC,
+            topic=options.topic,
             partitions=options.partitions,
             duration=options.duration,
             faults=faults,
             network="namespaces" if network else "loopback",
             max_in_flight=options.max_in_flight,
             workload=options.workload,
+            zookeepers=options.zookeepers,
             notes=notes,
         )
         EXERCISES[options.workload](options, faults, cluster, network, history)
     events = checker.load(history_path)
     result = CHECKS[options.workload](events)
     picture = options.out / "timeline.png"
-    timeline.plot(events, picture)
+    timeline.plot(events, picture, result)
     report = options.out / "report.txt"
     report.write_text(result.report() + "\n" + result.summary_line(options.seed) + "\n")
     return Outcome(result, history_path, picture, report, notes)
 
 
+def usable_faults(wanted: list[str], zookeepers: int) -> tuple[list[str], list[str]]:
+    """``wanted`` without the faults this machine cannot inject, and a note on each left
+    out; faults on a ZooKeeper ensemble without one are an error."""
+    if zookeepers == 1 and NEEDS_ENSEMBLE & set(wanted):
+        raise ValueError(f"{sorted(NEEDS_ENSEMBLE & set(wanted))} needs --zookeepers 3")
+    faults, notes = list(wanted), []
+    reasons = (dict.fromkeys(NEEDS_NETWORK, net.available())
+               | dict.fromkeys(clock.FAULTS, clock.available())
+               | dict.fromkeys(disk.FAULTS, disk.available()))
+    for fault, reason in sorted(reasons.items()):
+        if fault in faults and reason is not None:
+            faults.remove(fault)
+            notes.append(f"no {fault} faults: {reason}")
+            log.warning("no %s faults: %s", fault, reason)
+    return faults, notes
+
+
 @contextlib.contextmanager
-def _client_log(path: Path) -> Iterator[None]:
+def client_log(path: Path) -> Iterator[None]:
     """The clients' own log lines into ``path`` rather than onto the terminal."""
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
@@ -131,7 +154,8 @@ def _client_log(path: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _cluster(options: Options, namespaces: bool) -> Iterator[tuple[Cluster, net.Network | None]]:
+def chaos_cluster(options: Options,
+                  namespaces: bool) -> Iterator[tuple[Cluster, net.Network | None]]:
     """ZooKeeper and brokers 1-3, in namespaces of their own when ``namespaces``."""
     home = options.out / "cluster"
     home.mkdir(parents=True, exist_ok=True)
@@ -141,34 +165,59 @@ def _cluster(options: Options, namespaces: bool) -> Iterator[tuple[Cluster, net.
             net.remove_stale()
             network = net.Network()
             stack.callback(network.destroy)
-            network.create({"zk": ZOOKEEPER_HOST, **{f"b{i}": i for i in (1, 2, 3)}})
-        zookeeper = _zookeeper(home, network)
+            zks = {name: ZOOKEEPER_HOST + i
+                   for i, name in enumerate(zk_node_names(options.zookeepers))}
+            network.create({**zks, **{f"b{i}": i for i in (1, 2, 3)}})
+        zookeeper = (_zookeeper(home, network) if options.zookeepers == 1
+                     else _ensemble(home, network, options.zookeepers))
         zookeeper.start()
         stack.callback(zookeeper.stop)
 
+        faked = bool(clock.FAULTS & set(options.faults)) and clock.available() is None
+
         def placement(broker_id: int) -> dict[str, Any]:
+            def wrap(command: list[str]) -> list[str]:
+                if faked:
+                    command = clock.wrap(home, broker_id, command)
+                return network.wrap(f"b{broker_id}", command) if network else command
+
             if network is None:
-                return {}
-            node = f"b{broker_id}"
-            return {
-                "host": network.address(node),
-                "port": BROKER_PORT,
-                "wrap": lambda command: network.wrap(node, command),
-            }
+                return {"wrap": wrap} if faked else {}
+            return {"host": network.address(f"b{broker_id}"), "port": BROKER_PORT, "wrap": wrap}
 
         began = time.monotonic()
         cluster = Cluster(
             zookeeper,
             home,
             dict.fromkeys((1, 2, 3), options.target),
-            CLUSTER_START_TIMEOUT[options.target],
+            # libfaketime makes every clock read of a JVM cost about a microsecond more:
+            # Kafka starts several times slower under it.
+            CLUSTER_START_TIMEOUT[options.target] * (FAKED_START_FACTOR if faked else 1),
             BROKER_CONFIG,
             placement,
         )
         stack.callback(cluster.stop)
+        if disk.FAULTS & set(options.faults) and disk.available() is None:
+            # A second log dir per broker on a small file system the faults can break.
+            for b in (1, 2, 3):
+                faulty = disk.BrokerDisk(home, b)
+                stack.callback(faulty.unmount)
+                cluster.brokers[b] = cluster.new_broker(b, options.target, extra={
+                    "log.dirs": f"{home / f'broker-{b}' / 'data'},{faulty.mount()}"})
         cluster.start()
         log.info("cluster of %s brokers up in %.1fs", options.target, time.monotonic() - began)
         yield cluster, network
+
+
+def _ensemble(home: Path, network: net.Network | None, count: int) -> Ensemble:
+    if network is None:
+        return Ensemble(home, loopback_members(count))
+    names = zk_node_names(count)
+    return Ensemble(
+        home,
+        [Member(network.address(name), ZOOKEEPER_PORT) for name in names],
+        [lambda command, name=name: network.wrap(name, command) for name in names],
+    )
 
 
 def _zookeeper(home: Path, network: net.Network | None) -> ZooKeeperServer:

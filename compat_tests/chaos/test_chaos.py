@@ -13,7 +13,7 @@ import pytest
 
 from ..cluster.conftest import need_jars, target
 from .checker import load
-from .nemesis import DEFAULT_FAULTS, FAULTS
+from .nemesis import DEFAULT_FAULTS, ZOOKEEPER_FAULTS
 from .run import Options, Outcome, run
 
 SEED = 46  # its first faults: pause, kill-controller, partition, kill, kill-leader
@@ -61,6 +61,6 @@ def test_a_minute_of_faults_and_member_churn_keeps_group_offsets(
     """Members joining, leaving and SIGKILLed while the cluster suffers every fault, the
     ZooKeeper ones too: offsets never go back, nothing below a commit is skipped, one
     owner per generation."""
-    result = _run(request, tmp_path, "groups", FAULTS).result
+    result = _run(request, tmp_path, "groups", ZOOKEEPER_FAULTS).result
     assert result.members >= 4 and result.generations >= 3, result.report()
     assert result.commits > 50 and result.delivered > 1000, result.report()

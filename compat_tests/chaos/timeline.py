@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .checker import Result, check, end_time, fault_windows
+from .checker import check, end_time, fault_windows
 
 _FINAL_READ_COLOR = "0.6"
 
@@ -26,7 +26,16 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def _title(events: list[dict[str, Any]], result: Result | None) -> str:
+class Checked(Protocol):
+    """What a title needs of any workload's check."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def summary_line(self, seed: Any) -> str: ...
+
+
+def _title(events: list[dict[str, Any]], result: Checked | None) -> str:
     meta = next((e for e in events if e.get("type") == "meta"), {})
     seed = meta.get("seed", "?")
     head = f"{meta.get('target', '?')}  seed {seed}"
@@ -39,14 +48,28 @@ def _title(events: list[dict[str, Any]], result: Result | None) -> str:
     return f"{head}  {verdict}\n{result.summary_line(seed)}"
 
 
-def plot(events: list[dict[str, Any]], path: str | Path, result: Result | None = None) -> None:
+def shade_faults(events: list[dict[str, Any]], axes: Any) -> list[Any]:
+    """Shade each fault of the history on every one of ``axes``, one colour per kind;
+    returns the legend's handles."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    colors: dict[str, Any] = {}
+    palette = plt.get_cmap("tab10")
+    for w in fault_windows(events):
+        color = colors.setdefault(w.fault, palette(len(colors) % 10))
+        for ax in axes:
+            ax.axvspan(w.start, w.stop, color=color, alpha=0.18, lw=0)
+    return [Patch(color=c, alpha=0.35, label=k) for k, c in colors.items()]
+
+
+def plot(events: list[dict[str, Any]], path: str | Path, result: Checked | None = None) -> None:
     """Write the timeline PNG of a history to ``path`` (``result``: its check, if at hand)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter, LogFormatter
 
     end = max(end_time(events), 1.0)
@@ -121,13 +144,7 @@ def plot(events: list[dict[str, Any]], path: str | Path, result: Result | None =
     ax_err.set_xlabel("seconds since start")
     ax_err.legend(loc="upper left", fontsize=8)
 
-    colors: dict[str, Any] = {}
-    palette = plt.get_cmap("tab10")
-    for w in fault_windows(events):
-        color = colors.setdefault(w.fault, palette(len(colors) % 10))
-        for ax in axes:
-            ax.axvspan(w.start, w.stop, color=color, alpha=0.18, lw=0)
-    handles: list[Any] = [Patch(color=c, alpha=0.35, label=k) for k, c in colors.items()]
+    handles = shade_faults(events, axes)
     if "final-read" in phases:
         start = phases["final-read"]
         stop = phases.get("done", end)

@@ -104,12 +104,14 @@ class TxnProducerProcess:
             began = time.monotonic()
             abort = number % self.workload.abort_every == self.workload.abort_every - 1
             if not self._transaction(producer, number, abort):
-                producer.flush(10)
+                with _quietly():  # a fatally failed instance raises from flush too
+                    producer.flush(10)
                 self.generation += 1
                 producer = self._start()
             number += 1
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
-        producer.flush(30)
+        with _quietly():
+            producer.flush(30)
 
     def _start(self) -> Producer:
         while True:
@@ -219,7 +221,8 @@ class Transformer:
                 self._crash(producer, consumer, name)
         finally:
             consumer.close()
-            producer.flush(5)
+            with _quietly():
+                producer.flush(5)
 
     def _crash(self, producer: Producer, consumer: Consumer, name: str) -> None:
         """Write the next batch's outputs and leave the transaction open, as a crashed

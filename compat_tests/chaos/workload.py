@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -71,13 +72,28 @@ def _common(bootstrap: str, name: str, history: History) -> dict[str, object]:
     }
 
 
-class ProducerProcess:
-    """One logical producer: a thread sending ``rate`` values a second until stopped."""
+@dataclass(frozen=True)
+class Keyed:
+    """A keyed write (the compaction workload): the value is the write's id, or no value
+    at all (a tombstone) with the id in a header."""
 
-    def __init__(self, index: int, workload: Workload, history: History) -> None:
+    key: str
+    tombstone: bool = False
+
+
+class ProducerProcess:
+    """One logical producer: a thread sending ``rate`` values a second until stopped.
+
+    ``keyed(seq)``, if given, makes each value a keyed write (its partition by the key's
+    hash is the producer's); without it values are unkeyed and spread round-robin.
+    """
+
+    def __init__(self, index: int, workload: Workload, history: History,
+                 keyed: Callable[[int], Keyed] | None = None) -> None:
         self.index = index
         self.workload = workload
         self.history = history
+        self.keyed = keyed
         self.generation = 0
         self.fatal = threading.Event()
 
@@ -143,7 +159,13 @@ class ProducerProcess:
         name = self.name
         value = f"{name}:{seq}"
         partition = (seq + self.index) % self.workload.partitions
-        self.history.record("invoke", process=name, f="send", value=value, partition=partition)
+        extra: dict[str, object] = {}
+        keyed = self.keyed(seq) if self.keyed else None
+        if keyed is not None:
+            extra = {"key": keyed.key, "tombstone": keyed.tombstone}
+            partition = zlib.crc32(keyed.key.encode()) % self.workload.partitions
+        self.history.record("invoke", process=name, f="send", value=value, partition=partition,
+                            **extra)
         start = time.monotonic()
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
@@ -170,9 +192,13 @@ class ProducerProcess:
                 )
 
         try:
-            producer.produce(
-                self.workload.topic, value.encode(), partition=partition, on_delivery=delivered
-            )
+            if keyed is None:
+                producer.produce(self.workload.topic, value.encode(), partition=partition,
+                                 on_delivery=delivered)
+            else:
+                producer.produce(self.workload.topic, None if keyed.tombstone else value.encode(),
+                                 keyed.key.encode(), partition=partition, on_delivery=delivered,
+                                 headers=[("id", value.encode())])
         except KafkaException as exc:
             # A producer in a fatal state refuses sends: this one never left, and a new
             # instance (a new process name) takes over.
@@ -251,7 +277,8 @@ def _poll_until(
             history.record("poll", process=name, mode=mode, records=records)
 
 
-def final_read(workload: Workload, history: History, timeout: float) -> bool:
+def final_read(workload: Workload, history: History, timeout: float,
+               row: Callable[[Message], list[object]] | None = None) -> bool:
     """Read every partition from the beginning to its high watermark into ``final`` events.
 
     False when the reads did not reach the high watermarks within ``timeout`` seconds.
@@ -261,17 +288,25 @@ def final_read(workload: Workload, history: History, timeout: float) -> bool:
     complete = True
     try:
         for p in range(workload.partitions):
-            complete &= read_partition(consumer, workload.topic, p, history, deadline)
+            complete &= read_partition(consumer, workload.topic, p, history, deadline,
+                                       row or _offset_and_value)
     finally:
         consumer.close()
     return complete
 
 
+def _offset_and_value(m: Message) -> list[object]:
+    value = m.value()
+    return [m.offset(), value.decode() if value else None]
+
+
 def read_partition(
-    consumer: Consumer, topic: str, partition: int, history: History, deadline: float
+    consumer: Consumer, topic: str, partition: int, history: History, deadline: float,
+    row: Callable[[Message], list[object]] = _offset_and_value,
 ) -> bool:
     """Read ``partition`` from the beginning up to its high watermark into a ``final``
-    event (control records count by position); False if the deadline came first.
+    event of ``row(message)`` per record (control records count by position); False if
+    the deadline came first.
 
     The watermark lookup is retried: just after the faults heal a leader may still be
     moving, and the client answers NOT_LEADER_FOR_PARTITION until its metadata catches up.
@@ -284,8 +319,7 @@ def read_partition(
     while position < high and time.monotonic() < deadline:
         for m in consumer.consume(POLL_BATCH, 1.0):
             if m.error() is None:
-                value = m.value()
-                records.append([m.offset(), value.decode() if value else None])
+                records.append(row(m))
         position = max(position, consumer.position([tp])[0].offset)
     history.record("final", topic=topic, partition=partition, records=records,
                    high_watermark=high)

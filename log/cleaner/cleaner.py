@@ -25,6 +25,7 @@ once their transaction's data has (:mod:`josefk.log.cleaner.txn`).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import threading
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from josefk.log.checkpoint import fsync_dir
+from josefk.log.cleaner.keys import keyed_records
 from josefk.log.cleaner.swap import CleanedSegmentWriter, read_batches
 from josefk.log.cleaner.txn import CleanedTransactions, LastRecord, is_last_of_producer
 from josefk.log.config import LogConfig
@@ -43,9 +45,9 @@ from josefk.log.records import (
     build_batch,
     delete_horizon_ms,
     empty_batch,
-    iter_keys,
     record_at,
     record_key,
+    records_payload,
     scan_records,
 )
 from josefk.log.segment import LogSegment
@@ -109,6 +111,27 @@ class OffsetMap:
     def put(self, key: bytes, offset: int) -> None:
         self._map[self._hash(key)] = offset
         self.latest_offset = max(self.latest_offset, offset)
+
+    def put_all(self, offsets: list[int], keys: list[bytes]) -> bool:
+        """`put` each (offset, key) in order, offsets increasing; False (and the rest
+        left out) at the first new key that finds the map full."""
+        m = self._map
+        if len(m) + len(keys) > self.max_entries:  # may fill up: key by key
+            for offset, key in zip(offsets, keys, strict=True):
+                if self.full and self.get(key) < 0:
+                    return False
+                self.put(key, offset)
+            return True
+        if keys and max(map(len, keys)) >= 16:
+            keys = [self._hash(k) for k in keys]
+        m.update(zip(keys, offsets, strict=True))
+        if offsets:
+            self.latest_offset = max(self.latest_offset, offsets[-1])
+        return True
+
+    def survivors(self) -> list[int]:
+        """Every offset the map holds, sorted: in the dirty section, the records kept."""
+        return sorted(self._map.values())
 
     def get(self, key: bytes) -> int:
         """The key's last offset, or -1 if the dirty section does not hold it."""
@@ -232,6 +255,7 @@ class Cleaner:
     def __init__(self, offset_map: OffsetMap, throttler: Throttler | None = None) -> None:
         self.offset_map = offset_map
         self.throttler = throttler or Throttler(0)
+        self._survivors: list[int] = []  # the offset map's offsets, sorted, for a pass
 
     def clean(self, plan: CleaningPlan, replace: Replace) -> tuple[int, CleanerStats]:
         """Clean ``plan``'s log up to the end of the offset map; returns that end (the
@@ -239,6 +263,7 @@ class Cleaner:
         stats = CleanerStats()
         self.build_offset_map(plan, stats)
         end_offset = self.offset_map.latest_offset + 1
+        self._survivors = self.offset_map.survivors()
         stats.map_done = time.monotonic()
         segments = [s for s in plan.segments if s.base_offset < end_offset]
         # One transaction state for the whole pass: a transaction may span groups.
@@ -280,12 +305,12 @@ class Cleaner:
                     stats.map_records_read += header.record_count
                 else:
                     stats.map_records_read += header.record_count
-                    for offset, key in iter_keys(batch, header):
-                        if offset < start:
-                            continue
-                        if offset_map.full and offset_map.get(key) < 0:
-                            return
-                        offset_map.put(key, offset)
+                    offsets, keys = _keys(batch, header)
+                    if header.base_offset < start:
+                        first = bisect.bisect_left(offsets, start)
+                        offsets, keys = offsets[first:], keys[first:]
+                    if not offset_map.put_all(offsets, keys):
+                        return
                 offset_map.update_latest_offset(header.last_offset)
             offset_map.update_latest_offset(min(source.next_base, end) - 1)
 
@@ -334,8 +359,11 @@ class Cleaner:
             discard = txns.on_data_batch(header)  # aborted data
         retain_empty = (is_last_of_producer(header, plan.active_producers)
                         or header.next_offset == plan.first_uncleanable)
-        if discard and not retain_empty:
+        if (discard and not retain_empty) or (not discard and self._none_survive(plan, header)):
             stats.records_read += header.record_count
+            if not discard and retain_empty:
+                rebuilt = empty_batch(header)
+                return parse_header(rebuilt), rebuilt
             return None
         kept: list[Record] = []
         removed = tombstones = False
@@ -366,6 +394,17 @@ class Cleaner:
             return parse_header(rebuilt), rebuilt
         return None
 
+    def _none_survive(self, plan: CleaningPlan, header: BatchHeader) -> bool:
+        """A data batch wholly inside the mapped dirty section keeps exactly the records
+        whose offsets the map holds (each key's last): with none of those in its range it
+        keeps nothing, and need not be read."""
+        if (header.is_control or header.base_offset < plan.first_dirty
+                or header.last_offset > self.offset_map.latest_offset):
+            return False
+        survivors = self._survivors
+        i = bisect.bisect_left(survivors, header.base_offset)
+        return i == len(survivors) or survivors[i] > header.last_offset
+
     def _retain(self, offset: int, key: bytes | None, has_value: bool, horizon: int | None,
                 now_ms: int) -> bool:
         if offset > self.offset_map.latest_offset:
@@ -380,6 +419,12 @@ class Cleaner:
     def _check_aborted(plan: CleaningPlan) -> None:
         if plan.aborted.is_set():
             raise CleaningAbortedError(f"cleaning of {plan.name} aborted")
+
+
+def _keys(batch: bytes | memoryview, header: BatchHeader) -> tuple[list[int], list[bytes]]:
+    data = records_payload(batch, header)
+    return keyed_records(data if isinstance(data, bytes) else bytes(data),
+                         header.record_count, header.base_offset)
 
 
 def group_segments(segments: list[SourceSegment], max_size: int, first_uncleanable: int

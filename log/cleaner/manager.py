@@ -180,7 +180,7 @@ class LogCleanerManager:
     def checkpoint_offsets(self) -> dict[Path, dict[TopicPartition, int]]:
         """``cleaner-offset-checkpoint`` of every log dir: first dirty offsets of its logs."""
         files: dict[Path, dict[TopicPartition, int]] = {
-            d / CLEANER_CHECKPOINT_FILE: {} for d in self.log_manager.log_dirs}
+            d / CLEANER_CHECKPOINT_FILE: {} for d in self.log_manager.live_log_dirs}
         for tp, (offset, _) in self.first_dirty.items():
             if tp in self.log_manager.logs:
                 files[self.log_manager.dir_of(*tp) / CLEANER_CHECKPOINT_FILE][tp] = offset

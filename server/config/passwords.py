@@ -15,17 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, padding
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
-
 from josefk.server.config.values import ConfigError
 
+# cryptography is imported where a password is encoded or decoded: a broker without
+# password configs (or TLS) never loads it.
 #: Java's key factory names and the hash each one's PBKDF2 uses.
-KEY_FACTORIES = {"PBKDF2WithHmacSHA512": hashes.SHA512, "PBKDF2WithHmacSHA256": hashes.SHA256,
-                 "PBKDF2WithHmacSHA1": hashes.SHA1}
+KEY_FACTORIES = {"PBKDF2WithHmacSHA512": "SHA512", "PBKDF2WithHmacSHA256": "SHA256",
+                 "PBKDF2WithHmacSHA1": "SHA1"}
 CBC = "AES/CBC/PKCS5Padding"
 GCM = "AES/GCM/NoPadding"
 CIPHERS = (CBC, GCM)
@@ -48,6 +44,10 @@ class PasswordEncoder:
     iterations: int = 4096
 
     def encode(self, password: str) -> str:
+        from cryptography.hazmat.primitives import padding
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         salt = os.urandom(SALT_BYTES)
         factory = self.key_factory or "PBKDF2WithHmacSHA512"
         key = _key(self.secret, factory, self.key_length, salt, self.iterations)
@@ -74,6 +74,11 @@ class PasswordEncoder:
     def decode(self, encoded: str) -> str:
         """The password; ConfigError when it cannot be decoded (another secret, a value
         that is no encoded password)."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives import padding
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         try:
             fields = dict(_entry(item) for item in encoded.split(","))
             cipher = fields["cipherAlgorithm"]
@@ -181,8 +186,11 @@ def _key(secret: str, factory: str, bits: int, salt: bytes, iterations: int) -> 
     if factory not in KEY_FACTORIES or bits not in (128, 192, 256) or \
             not 1 <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"unsupported key derivation {factory}/{bits}/{iterations}")
-    kdf = PBKDF2HMAC(algorithm=KEY_FACTORIES[factory](), length=bits // 8, salt=salt,
-                     iterations=iterations)
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+
+    algorithm = getattr(hashes, KEY_FACTORIES[factory])()
+    kdf = PBKDF2HMAC(algorithm=algorithm, length=bits // 8, salt=salt, iterations=iterations)
     return kdf.derive(secret.encode())
 
 

@@ -45,6 +45,7 @@ from josefk.log.partition_metadata import (
 from josefk.protocol.controller_messages import ControlledShutdownRequest
 from josefk.protocol.error_codes import (
     FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR,
     NONE,
     STALE_BROKER_EPOCH,
     STALE_CONTROLLER_EPOCH,
@@ -251,6 +252,15 @@ class ClusterNode:
             if broker.node_id not in info.replicas:
                 errors[info.key] = UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            manager = broker.log_manager
+            if manager.is_offline(*info.key) or (
+                    partition is None and not info.is_new and manager.failures.offline_dirs
+                    and manager.get_log(*info.key) is None):
+                # Kafka's HostedPartition.Offline; nor does it make a replica's log afresh
+                # while a directory that may hold it is offline. The controller takes the
+                # replica offline.
+                errors[info.key] = KAFKA_STORAGE_ERROR
+                continue
             if partition is not None and (
                     info.leader_epoch < partition.leader_epoch
                     or (info.leader_epoch == partition.leader_epoch
@@ -310,6 +320,13 @@ class ClusterNode:
                 continue
             if self.fetchers is not None:
                 self.fetchers.stop(key)
+            if self.broker.log_manager.is_offline(*key):
+                # Its log stays as the failed directory left it, until a restart.
+                if partition is not None:
+                    partition.stop()
+                self.broker.purgatory.notify(key)
+                errors[key] = KAFKA_STORAGE_ERROR
+                continue
             self.broker.stop_replica(p.topic, p.partition, delete=p.delete)
             errors[key] = NONE
         self.broker.on_leadership_change()

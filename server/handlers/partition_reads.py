@@ -16,7 +16,7 @@ sends with sendfile (protocol/fetch_response.py encodes around it).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from josefk.cluster.partition import PartitionError
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 COPY_MAX = 64 * 1024
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionRead:
     """One requested partition and what reading it found."""
 
@@ -58,7 +58,6 @@ class PartitionRead:
     region: FileRegion | None = None
     records: bytes = b""
     aborted: list[tuple[int, int]] | None = None  # (producer id, first offset)
-    keys: list[Any] = field(default_factory=list)
 
     def again(self) -> PartitionRead:
         """The same partition asked the same way, not read yet."""

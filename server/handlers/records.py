@@ -202,6 +202,11 @@ async def handle_describe_log_dirs(broker: Broker, request: Request) -> Response
     manager = broker.log_manager
     results = []
     for log_dir in manager.log_dirs:
+        if manager.failures.is_offline(log_dir):
+            # Kafka's answer for a failed directory: the error, nothing else.
+            results.append(LogDirResult(error_code=KAFKA_STORAGE_ERROR,
+                                        log_dir=str(log_dir.absolute()), topics=[]))
+            continue
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), log in sorted(manager.logs.items()):
             if manager.dir_of(topic, index) != log_dir:

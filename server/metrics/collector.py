@@ -36,6 +36,7 @@ class MetricsHost(Protocol):
     group_coordinator: Any
     txn_service: Any
     log_cleaner: Any
+    log_manager: Any  # LogManager (its offline log directories)
     client_quotas: Any  # ClientQuotas
     replication_quotas: Any  # ReplicationQuotas
 
@@ -192,7 +193,11 @@ class BrokerCollector:
                                  labels=["topic", "partition"])
         for (topic, index), p in list(self.host.partitions.items()):
             size.add_metric([topic, str(index)], p.log.size_in_bytes())
-        return flush, size
+        offline = GaugeMetricFamily(
+            "kafka_log_logmanager_offlinelogdirectorycount", "Log directories offline after "
+            "an I/O error (OfflineLogDirectoryCount).",
+            value=len(self.host.log_manager.failures.offline_dirs))
+        return flush, size, offline
 
     def _coordinators(self) -> Iterable[Metric]:
         for kind, times in (("group", self.host.group_coordinator.load_times_ms),

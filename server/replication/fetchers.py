@@ -24,6 +24,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForL
 from josefk.cluster.partition import Partition
 from josefk.cluster.truncation import truncation_point
 from josefk.log.clock import now_ms
+from josefk.log.errors import StorageError
 from josefk.log.leader_epoch import UNDEFINED_EPOCH
 from josefk.protocol.controller_messages import AlterPartitionRequest
 from josefk.protocol.error_codes import NONE, OFFSET_OUT_OF_RANGE
@@ -401,6 +402,10 @@ class ReplicaFetcher:
             if (quota is not None and quota.enabled and records
                     and quota.is_throttled(partition.topic, partition.index)):
                 quota.record(len(records))
+        except StorageError:
+            # Its log directory just failed (logged there): the partition leaves the
+            # fetcher once the failure is handled.
+            self._back_off(following)
         except RecordBatchError as e:
             logger.error("broker %d: cannot append %s-%d from broker %d: %s",
                          self.host.node_id, partition.topic, partition.index, self.leader_id, e)
@@ -467,7 +472,8 @@ class IsrUpdates:
             await trio.sleep(self.max_lag_ms / 2000)
             now = now_ms()
             for partition in self.led_partitions():
-                if partition.pending_isr is not None:
+                if partition.pending_isr is not None or getattr(partition.log, "offline", False):
+                    # An offline log's leader proposes nothing: the controller moves it.
                     continue
                 lagging = partition.replicas_out_of_sync(now, self.max_lag_ms)
                 if lagging:

@@ -341,7 +341,7 @@ def test_trailing_bytes_are_ignored_like_kafka():
         (ApiKey.Fetch, 3),
         (ApiKey.Fetch, 19),
         (ApiKey.ListOffsets, 0),
-        (ApiKey.OffsetCommit, 10),
+        (ApiKey.OffsetCommit, 11),
         (ApiKey.Metadata, 14),
         (ApiKey.Metadata, -1),
         (ApiKey.ApiVersions, 5),

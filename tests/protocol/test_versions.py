@@ -17,7 +17,7 @@ from josefk.protocol.versions import (
 # compat_tests/test_newest_versions.py).
 KAFKA_4_0 = {
     "Produce": (3, 13), "Fetch": (4, 18), "ListOffsets": (1, 11), "Metadata": (0, 13),
-    "OffsetCommit": (2, 9), "OffsetFetch": (1, 9), "FindCoordinator": (0, 6),
+    "OffsetCommit": (2, 10), "OffsetFetch": (1, 10), "FindCoordinator": (0, 6),
     "JoinGroup": (0, 9), "Heartbeat": (0, 4), "LeaveGroup": (0, 5), "SyncGroup": (0, 5),
     "DescribeGroups": (0, 6), "ListGroups": (0, 5), "ApiVersions": (0, 4),
     "CreateTopics": (2, 7), "DeleteTopics": (1, 6), "DeleteRecords": (0, 2),

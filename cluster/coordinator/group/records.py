@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from josefk.cluster.coordinator.group.consumer import decoding
 from josefk.cluster.coordinator.group.consumer import records as consumer
 from josefk.cluster.coordinator.group.consumer.records import ConsumerKey, ConsumerValue
 from josefk.cluster.coordinator.records import RecordFormatError, RecordReader, RecordWriter
@@ -163,7 +164,7 @@ def decode_key(data: bytes) -> Key | None:
     if version == 2:
         return GroupMetadataKey(r.str_())
     if version in consumer.KEY_TYPES:
-        return consumer.decode_key(version, r)
+        return decoding.decode_key(version, r)
     return None
 
 
@@ -172,7 +173,7 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
     if data is None:
         return None
     if isinstance(key, ConsumerKey):
-        return consumer.decode_value(key, data)
+        return decoding.decode_value(key, data)
     r = RecordReader(data)
     version = r.i16()
     if version < 0 or version > 4:

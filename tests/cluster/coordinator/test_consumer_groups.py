@@ -183,9 +183,13 @@ def test_static_member_leaves_for_a_while_and_comes_back() -> None:
 
 
 def test_regex_subscription_follows_topics() -> None:
+    """The group's timer resolves the expression (not the heartbeat), as Kafka's."""
     h = Harness(image=Image(orders=2, payments=1, other=1))
     r = h.join("a", subscribed_topic_names=None, subscribed_topic_regex="orders|pay.*")
-    assert sum(len(ps) for ps in r.assignment.values()) == 3
+    assert (r.member_epoch, parts(r)) == (2, [])
+    h.tick(1000)
+    r = h.beat("a", 2, owned=[])
+    assert r.member_epoch == 3 and sum(len(ps) for ps in r.assignment.values()) == 3
 
 
 def test_the_log_brings_the_group_back() -> None:

@@ -24,13 +24,13 @@ from josefk.cluster.coordinator.group.api import (
 )
 from josefk.cluster.coordinator.group.consumer import migration
 from josefk.cluster.coordinator.group.consumer.api import HeartbeatRequest, Refused
+from josefk.cluster.coordinator.group.consumer.decoding import decode_value
 from josefk.cluster.coordinator.group.consumer.manager import ConsumerGroups
 from josefk.cluster.coordinator.group.consumer.member import MemberState
 from josefk.cluster.coordinator.group.consumer.records import (
     ClassicMetadata,
     ConsumerKey,
     MemberMetadataValue,
-    decode_value,
     encode_value,
 )
 from josefk.cluster.coordinator.group.groups import Groups

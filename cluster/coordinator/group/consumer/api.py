@@ -48,6 +48,7 @@ class ConsumerGroupConfig:
     assignors: Mapping[str, Assignor] = field(default_factory=lambda: dict(ASSIGNORS))
     migration_policy: str = "bidirectional"  # group.consumer.migration.policy
     classic_max_size: int = (1 << 31) - 1  # group.max.size
+    regex_refresh_interval_ms: int = 600_000  # group.consumer.regex.refresh.interval.ms
 
     @property
     def upgrade_enabled(self) -> bool:

@@ -11,6 +11,7 @@ from enum import Enum
 
 from josefk.cluster.coordinator.group.consumer.member import ConsumerMember, MemberState
 from josefk.cluster.coordinator.group.consumer.records import (
+    REGULAR_EXPRESSION,
     Assignment,
     AssignmentEpochValue,
     ConsumerKey,
@@ -19,6 +20,7 @@ from josefk.cluster.coordinator.group.consumer.records import (
     GroupEpochValue,
     MemberMetadataValue,
     PartitionMetadataValue,
+    ResolvedRegexValue,
     TargetMemberValue,
     TopicMetadata,
 )
@@ -57,6 +59,8 @@ class ConsumerGroup:
 
     group_id: str
     group_epoch: int = 0
+    metadata_hash: int = 0  # of the subscribed topics when the group epoch was bumped
+    partition_metadata_record: bool = False  # a type 4 record (Kafka 4.0) is live
     assignment_epoch: int = 0
     assignment_timestamp: int = -1
     # The subscribed topics' metadata the target assignment was computed on; None when
@@ -68,6 +72,12 @@ class ConsumerGroup:
     partition_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     deadlines: dict[str, Deadlines] = field(default_factory=dict)
     created: bool = False  # a ConsumerGroupMetadata record was replayed
+    # The members' regular expressions as last resolved (ConsumerGroupRegularExpression).
+    regexes: dict[str, ResolvedRegexValue] = field(default_factory=dict)
+    # Not in records: when the regexes are to be resolved again, and the topic names
+    # they were last resolved against (None: not since this coordinator loaded them).
+    regex_refresh_due: int | None = None
+    regex_names_seen: frozenset[str] | None = None
 
     # --- reads -------------------------------------------------------------------------
 
@@ -81,6 +91,13 @@ class ConsumerGroup:
             if m.state is not MemberState.STABLE or m.member_epoch != self.assignment_epoch:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def regex_subscribers(self, regex: str) -> int:
+        return sum(m.subscribed_topic_regex == regex for m in self.members.values())
+
+    @property
+    def last_regex_refresh(self) -> int:
+        return max((v.timestamp for v in self.regexes.values()), default=0)
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         for m in self.members.values():
@@ -134,11 +151,13 @@ class ConsumerGroup:
         """Apply one of the group's records (None: a tombstone)."""
         member_id = key.member_id or ""
         match value:
-            case GroupEpochValue(epoch):
+            case GroupEpochValue(epoch, metadata_hash):
                 self.group_epoch = epoch
+                self.metadata_hash = metadata_hash
                 self.created = True
             case PartitionMetadataValue(topics):
                 self.topics = {t.name: t for t in topics}
+                self.partition_metadata_record = True
             case MemberMetadataValue():
                 old = self.members.get(member_id, ConsumerMember(member_id))
                 self.members[member_id] = old.with_metadata(value)
@@ -147,12 +166,16 @@ class ConsumerGroup:
                 self.assignment_timestamp = timestamp
             case TargetMemberValue(partitions):
                 self.target[member_id] = partitions
+            case ResolvedRegexValue():
+                self.regexes[key.regex or ""] = value
             case CurrentAssignmentValue():
                 old = self.members.get(member_id, ConsumerMember(member_id))
                 self._set_owner(old, None)
                 new = old.with_assignment(value)
                 self.members[member_id] = new
                 self._set_owner(None, new)
+            case None if key.type == REGULAR_EXPRESSION:
+                self.regexes.pop(key.regex or "", None)
             case None:
                 self._replay_tombstone(key.type, member_id)
 
@@ -171,7 +194,7 @@ class ConsumerGroup:
                 member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
                 assigned={}, pending_revocation={})
         elif key_type == 4:
-            self.topics = None
+            self.partition_metadata_record = False
 
     def _set_owner(self, old: ConsumerMember | None, new: ConsumerMember | None) -> None:
         if old is not None:

@@ -34,6 +34,7 @@ from josefk.cluster.coordinator.group.consumer.records import (
     CURRENT_ASSIGNMENT,
     MEMBER_METADATA,
     METADATA,
+    PARTITION_METADATA,
     TARGET_MEMBER,
     TARGET_METADATA,
     Assignment,
@@ -44,7 +45,12 @@ from josefk.cluster.coordinator.group.consumer.records import (
     TargetMemberValue,
     TopicMetadata,
 )
-from josefk.cluster.coordinator.group.consumer.regex import matching_topics
+from josefk.cluster.coordinator.group.consumer.regex_refresh import unused, wants_refresh
+from josefk.cluster.coordinator.group.consumer.subscriptions import (
+    group_hash,
+    subscribed_names,
+    subscription_metadata,
+)
 
 Records = list[tuple[ConsumerKey, ConsumerValue | None]]
 
@@ -62,6 +68,7 @@ class Heartbeat:
         self.topics: dict[str, TopicMetadata] = {}
         self.topics_known = False  # `topics` was computed (not by a static member away)
         self.carried: dict[str, Assignment] = {}  # targets of replaced static members
+        self.regex_refresh = False  # the group's regular expressions are to be resolved
 
     def target(self, member_id: str) -> Assignment:
         return self.group.target.get(member_id) or self.carried.get(member_id, {})
@@ -98,7 +105,11 @@ class Heartbeat:
             bump = is_new or (updated.subscribed_topic_names, updated.subscribed_topic_regex) \
                 != (member.subscribed_topic_names, member.subscribed_topic_regex)
         members = {**group.members, member_id: updated}
+        if updated.subscribed_topic_regex != member.subscribed_topic_regex:
+            self.records += unused(group.group_id, group.members.values(), members.values())
         group_epoch = self._maybe_bump(members, bump)
+        self.regex_refresh = wants_refresh(group, members.values(), self.image, self.now,
+                                           self.config.regex_refresh_interval_ms)
         if group_epoch > group.assignment_epoch and self._may_assign():
             targets = self._assign(members, group_epoch)
             target_epoch, target = group_epoch, targets.get(member_id, {})
@@ -166,21 +177,20 @@ class Heartbeat:
     # --- the group epoch and the target assignment ----------------------------------------
 
     def _maybe_bump(self, members: dict[str, ConsumerMember], bump: bool) -> int:
-        """The group epoch after this change: +1 if subscriptions or their topics changed
-        (a loaded group takes the topics as they are now: they were not written down)."""
+        """The group epoch after this change: +1 if subscriptions changed or their topics'
+        metadata hash is not the group's (Kafka's updateSubscriptionMetadata)."""
         group = self.group
-        self.topics = subscription_metadata(members.values(), self.image)
+        self.topics = subscription_metadata(members.values(), self.image, group.regexes)
         self.topics_known = True
-        if group.topics is not None:
-            bump |= self.topics != group.topics
-        else:  # loaded: compare with the topics the target assignment covers
-            bump |= _covered(group) != {t.topic_id: t.num_partitions
-                                        for t in self.topics.values()}
+        metadata_hash = group_hash(self.topics.values())
+        bump |= metadata_hash != group.metadata_hash
         # Kafka 4.3 gives a new group epoch 2 at its first member.
         epoch = group.group_epoch if group.created else 1
         if bump:
             epoch += 1
-            self._add(METADATA, GroupEpochValue(epoch))
+            self._add(METADATA, GroupEpochValue(epoch, metadata_hash))
+        if group.partition_metadata_record:  # Kafka 4.0's form, replaced by the hash
+            self._add(PARTITION_METADATA, None)
         return epoch
 
     def _may_assign(self) -> bool:
@@ -192,7 +202,7 @@ class Heartbeat:
         group = self.group
         ids = {name: t.topic_id for name, t in self.topics.items()}
         specs = {m.member_id: MemberSpec(
-            frozenset(ids[n] for n in subscribed_names(m, self.image) if n in ids),
+            frozenset(ids[n] for n in subscribed_names(m, group.regexes) if n in ids),
             self.target(m.member_id), m.instance_id) for m in members.values()}
         counts = {t.topic_id: t.num_partitions for t in self.topics.values()}
         targets = self.assignor(members.values()).assign(specs, counts)
@@ -243,8 +253,11 @@ class Heartbeat:
         gone = {m.member_id for m in members}
         for member_id in gone:
             self._remove(self.group.members[member_id])
-        self._maybe_bump({m.member_id: m for m in self.group.members.values()
-                          if m.member_id not in gone}, True)
+        remaining = {m.member_id: m for m in self.group.members.values()
+                     if m.member_id not in gone}
+        self.records += unused(self.group.group_id, self.group.members.values(),
+                               remaining.values())
+        self._maybe_bump(remaining, True)
 
     def _remove(self, member: ConsumerMember) -> None:
         for key_type in (CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA):
@@ -269,35 +282,4 @@ def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
                   "and rejoin.")
 
 
-def _covered(group: ConsumerGroup) -> dict[uuid.UUID, int]:
-    """Topic id -> partition count, as far as the target assignment shows them (it gives
-    out every partition of the subscribed topics)."""
-    counts: dict[uuid.UUID, int] = {}
-    for assignment in group.target.values():
-        for topic_id, parts in assignment.items():
-            if parts:
-                counts[topic_id] = max(counts.get(topic_id, 0), max(parts) + 1)
-    return counts
-
-
-def subscribed_names(member: ConsumerMember, image: TopicImage) -> set[str]:
-    """The topic names a member subscribes to, by name or by its regular expression."""
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        names.update(matching_topics(member.subscribed_topic_regex,
-                                     (t.name for t in image.topics())))
-    return names
-
-
-def subscription_metadata(members: Iterable[ConsumerMember], image: TopicImage
-                          ) -> dict[str, TopicMetadata]:
-    """The existing topics the members subscribe to, with their ids and partition counts."""
-    result: dict[str, TopicMetadata] = {}
-    for member in members:
-        for name in subscribed_names(member, image):
-            if name not in result and (topic := image.get(name)) is not None:
-                result[name] = TopicMetadata(topic.topic_id, name, len(topic.partitions))
-    return result
-
-
-__all__ = ["LEAVE_EPOCH", "Heartbeat", "subscription_metadata"]
+__all__ = ["LEAVE_EPOCH", "Heartbeat"]

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from josefk.cluster.coordinator.group.api import Clock, Error, Result
+from josefk.cluster.coordinator.group.consumer import regex_refresh
 from josefk.cluster.coordinator.group.consumer.api import (
     ConsumerGroupConfig,
     ConsumerGroupDescription,
@@ -38,6 +39,7 @@ from josefk.cluster.coordinator.group.consumer.migration import (
 )
 from josefk.cluster.coordinator.group.consumer.records import (
     KEY_TYPES,
+    REGULAR_EXPRESSION,
     Assignment,
     ConsumerKey,
     ConsumerValue,
@@ -141,6 +143,8 @@ class ConsumerGroups:
             return
         group.topics = beat.topics
         now = self.clock()
+        if beat.regex_refresh:
+            group.regex_refresh_due = now
         timers = group.deadlines.setdefault(member.member_id, Deadlines())
         timers.session = now + self._session_timeout(member)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -162,7 +166,7 @@ class ConsumerGroups:
         if group is None:
             return None
         now = self.clock()
-        deadlines: list[int] = []
+        deadlines = [] if group.regex_refresh_due is None else [group.regex_refresh_due]
         for member_id, member in group.members.items():
             # Members replayed from the log get a whole session to come back.
             timers = group.deadlines.setdefault(
@@ -171,7 +175,8 @@ class ConsumerGroups:
         return min(deadlines, default=None)
 
     def on_timer(self, group_id: str) -> list[Record]:
-        """Fence the members whose session or revocation time is up."""
+        """Fence the members whose session or revocation time is up, else resolve the
+        regular expressions if asked to."""
         group = self.groups.get(group_id)
         if group is None:
             return []
@@ -199,6 +204,9 @@ class ConsumerGroups:
                 group.topics = beat.topics
                 group.deadlines.pop(member.member_id, None)
                 break  # one at a time: the next fencing needs this one's new epoch
+        due = group.regex_refresh_due
+        if not records and due is not None and due <= now:
+            records += regex_refresh.resolve(group, self.image, now)
         return records
 
     # --- reads, deletion, offsets -----------------------------------------------------------
@@ -207,7 +215,7 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         if group is None:
             return None
-        names = {t.topic_id: name for name, t in group.topics.items()}
+        names = {t.topic_id: name for name, t in (group.topics or {}).items()}
 
         def named(a: Assignment) -> tuple[tuple, ...]:
             out = []
@@ -240,6 +248,8 @@ class ConsumerGroups:
         if group is None:
             return []
         records: Records = [(ConsumerKey(7, group_id, m), None) for m in group.target]
+        records += [(ConsumerKey(REGULAR_EXPRESSION, group_id, regex=r), None)
+                    for r in sorted(group.regexes)]
         records += [(ConsumerKey(t, group_id), None) for t in (6, 4, 3)]
         return records
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 from josefk.cluster.coordinator.group.consumer.records import (
     Assignment,
+    AssignmentEpochs,
     ClassicMetadata,
     CurrentAssignmentValue,
     MemberMetadataValue,
@@ -46,6 +48,8 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # The epoch each owned partition was assigned at; missing: the member epoch.
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
     classic: ClassicMetadata | None = None  # set while it speaks the classic protocol
 
     def replace(self, **changes: object) -> ConsumerMember:
@@ -63,7 +67,17 @@ class ConsumerMember:
 
     def assignment_value(self) -> CurrentAssignmentValue:
         return CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch,
-                                      int(self.state), self.assigned, self.pending_revocation)
+                                      int(self.state), self.assigned, self.pending_revocation,
+                                      self.owned_epochs())
+
+    def epoch_of(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The epoch a partition it owns was assigned at (Kafka's default: its epoch)."""
+        return self.assignment_epochs.get((topic_id, partition), max(self.member_epoch, 0))
+
+    def owned_epochs(self) -> dict[tuple[uuid.UUID, int], int]:
+        """The assignment epoch of every partition it owns (assigned or revoking)."""
+        return {(t, p): self.epoch_of(t, p)
+                for t, parts in self.owned_partitions().items() for p in parts}
 
     def with_metadata(self, v: MemberMetadataValue) -> ConsumerMember:
         return self.replace(instance_id=v.instance_id, rack_id=v.rack_id,
@@ -80,7 +94,8 @@ class ConsumerMember:
             state = MemberState.UNKNOWN
         return self.replace(member_epoch=v.member_epoch,
                             previous_member_epoch=v.previous_member_epoch, state=state,
-                            assigned=v.assigned, pending_revocation=v.pending_revocation)
+                            assigned=v.assigned, pending_revocation=v.pending_revocation,
+                            assignment_epochs=v.epochs)
 
     def owned_partitions(self) -> Assignment:
         """Assigned and pending revocation: what no other member may be given yet."""

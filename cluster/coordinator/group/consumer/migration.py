@@ -36,6 +36,7 @@ from josefk.cluster.coordinator.group.consumer.records import (
     MEMBER_METADATA,
     METADATA,
     PARTITION_METADATA,
+    REGULAR_EXPRESSION,
     TARGET_MEMBER,
     TARGET_METADATA,
     Assignment,
@@ -44,6 +45,10 @@ from josefk.cluster.coordinator.group.consumer.records import (
     ConsumerKey,
     GroupEpochValue,
     TargetMemberValue,
+)
+from josefk.cluster.coordinator.group.consumer.subscriptions import (
+    group_hash,
+    subscription_metadata,
 )
 from josefk.cluster.coordinator.group.records import (
     GroupMetadataKey,
@@ -181,7 +186,8 @@ def upgrade_records(classic: Group, image: TopicImage) -> list[Record]:
     records: list[Record] = [(GroupMetadataKey(group_id), None)]
     records += [(ConsumerKey(MEMBER_METADATA, group_id, m.member_id), m.metadata_value())
                 for m in members]
-    records.append((ConsumerKey(METADATA, group_id), GroupEpochValue(epoch)))
+    metadata_hash = group_hash(subscription_metadata(members, image, {}).values())
+    records.append((ConsumerKey(METADATA, group_id), GroupEpochValue(epoch, metadata_hash)))
     records += [(ConsumerKey(TARGET_MEMBER, group_id, m.member_id),
                  TargetMemberValue(m.assigned)) for m in members]
     records.append((ConsumerKey(TARGET_METADATA, group_id), AssignmentEpochValue(epoch)))
@@ -224,6 +230,8 @@ def downgrade_records(group: ConsumerGroup, leaving: str, image: TopicImage, now
     records += [(ConsumerKey(TARGET_MEMBER, group_id, m), None) for m in ids]
     records.append((ConsumerKey(TARGET_METADATA, group_id), None))
     records += [(ConsumerKey(MEMBER_METADATA, group_id, m), None) for m in ids]
+    records += [(ConsumerKey(REGULAR_EXPRESSION, group_id, regex=r), None)
+                for r in sorted(group.regexes)]
     records += [(ConsumerKey(t, group_id), None) for t in (PARTITION_METADATA, METADATA)]
     remaining = [m for m in group.members.values() if m.member_id != leaving]
     protocol = _select_protocol(remaining)

@@ -102,9 +102,17 @@ def next_assignment(member: ConsumerMember, epoch: int, target_epoch: int, targe
                 into[topic_id] = parts
     if revoking and _owns_any(owned, revoking):
         return member.with_epoch(epoch).replace(
-            state=MemberState.UNREVOKED_PARTITIONS, assigned=kept, pending_revocation=revoking)
+            state=MemberState.UNREVOKED_PARTITIONS, assigned=kept, pending_revocation=revoking,
+            assignment_epochs=member.owned_epochs())
+    epochs = {tp: member.epoch_of(*tp) for tp in _pairs(kept)}
     for topic_id, parts in new.items():
         kept[topic_id] = kept.get(topic_id, frozenset()) | parts
+        epochs.update(((topic_id, p), target_epoch) for p in parts)
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
     return member.with_epoch(target_epoch).replace(state=state, assigned=kept,
-                                                   pending_revocation={})
+                                                   pending_revocation={},
+                                                   assignment_epochs=epochs)
+
+
+def _pairs(assignment: Assignment) -> Iterable[tuple[uuid.UUID, int]]:
+    return ((topic_id, p) for topic_id, parts in assignment.items() for p in parts)

@@ -8,7 +8,7 @@ writes type 4 (the metadata hash of KIP-1101 replaced it); it is read, not writt
 ====  =======================================  ==========================================
 type  key                                      value v0
 ====  =======================================  ==========================================
-3     ConsumerGroupMetadataKey                 Epoch
+3     ConsumerGroupMetadataKey                 Epoch, tagged MetadataHash (Kafka 4.1+)
 4     ConsumerGroupPartitionMetadataKey        Topics [TopicId, TopicName, NumPartitions,
                                                PartitionMetadata [Partition, Racks]]
 5     ConsumerGroupMemberMetadataKey (+member) InstanceId, RackId, ClientId, ClientHost,
@@ -18,38 +18,52 @@ type  key                                      value v0
 7     ConsumerGroupTargetAssignmentMemberKey   TopicPartitions [TopicId, Partitions]
 8     ConsumerGroupCurrentMemberAssignmentKey  MemberEpoch, PreviousMemberEpoch, State,
                                                AssignedPartitions, PartitionsPendingRevocation
+                                               (each topic with tagged AssignmentEpochs,
+                                               Kafka 4.3)
+16    ConsumerGroupRegularExpressionKey        Topics, Version, Timestamp: what a regex
+      (+regular expression)                    matched when it was last resolved
 ====  =======================================  ==========================================
+
+Records written before the tagged fields load: no hash is 0, and a partition without an
+assignment epoch was assigned at the member's epoch (Kafka's default for them).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from josefk.cluster.coordinator.records import RecordFormatError, RecordReader, RecordWriter
+from josefk.cluster.coordinator.records import RecordFormatError, RecordWriter
 
 # Partitions by topic id: what assignments are made of.
 Assignment = dict[uuid.UUID, frozenset[int]]
+# (topic id, partition) -> the member epoch it was assigned at (fences zombie commits).
+AssignmentEpochs = Mapping[tuple[uuid.UUID, int], int]
 
 METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
-KEY_TYPES = frozenset(range(METADATA, CURRENT_ASSIGNMENT + 1))
+REGULAR_EXPRESSION = 16
+KEY_TYPES = frozenset((*range(METADATA, CURRENT_ASSIGNMENT + 1), REGULAR_EXPRESSION))
 VALUE_VERSION = 0
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerKey:
-    """Any KIP-848 key: its record type, group, and member (types 5, 7, 8)."""
+    """Any KIP-848 key: its record type, group, and member (types 5, 7, 8) or regular
+    expression (type 16)."""
 
     type: int
     group: str
     member_id: str | None = None
+    regex: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class GroupEpochValue:
     epoch: int
+    metadata_hash: int = 0  # tagged field 0 (KIP-1101): the subscribed topics' hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +118,32 @@ class CurrentAssignmentValue:
     state: int
     assigned: Assignment
     pending_revocation: Assignment
+    epochs: AssignmentEpochs = field(default_factory=dict)
+
+    def epoch_of(self, topic_id: uuid.UUID, partition: int) -> int:
+        """The epoch a partition was assigned at; the member's for one not recorded."""
+        return self.epochs.get((topic_id, partition), max(self.member_epoch, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegexValue:
+    """The topics a regular expression matched (sorted), the metadata version it was
+    resolved against and when."""
+
+    topics: tuple[str, ...]
+    version: int
+    timestamp: int
 
 
 ConsumerValue = (GroupEpochValue | PartitionMetadataValue | MemberMetadataValue
-                 | AssignmentEpochValue | TargetMemberValue | CurrentAssignmentValue)
+                 | AssignmentEpochValue | TargetMemberValue | CurrentAssignmentValue
+                 | ResolvedRegexValue)
 _VALUE_TYPES: dict[type, int] = {
     GroupEpochValue: METADATA, PartitionMetadataValue: PARTITION_METADATA,
     MemberMetadataValue: MEMBER_METADATA, AssignmentEpochValue: TARGET_METADATA,
-    TargetMemberValue: TARGET_MEMBER, CurrentAssignmentValue: CURRENT_ASSIGNMENT}
-_MEMBER_TYPES = frozenset((MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT))
+    TargetMemberValue: TARGET_MEMBER, CurrentAssignmentValue: CURRENT_ASSIGNMENT,
+    ResolvedRegexValue: REGULAR_EXPRESSION}
+MEMBER_TYPES = frozenset((MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT))
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -150,22 +181,40 @@ class _CompactWriter(RecordWriter):
         self.uvarint(len(data) + 1)
         self.buf += data
 
-    def assignment(self, partitions: Assignment) -> None:
+    def assignment(self, partitions: Assignment,
+                   epoch_of: Callable[[uuid.UUID, int], int] | None = None) -> None:
+        """Topics and partitions; with ``epoch_of``, each topic's tagged AssignmentEpochs."""
         self.uvarint(len(partitions) + 1)
         for topic_id, parts in sorted(partitions.items()):
             self.uuid(topic_id)
             self.uvarint(len(parts) + 1)
             for p in sorted(parts):
                 self.i32(p)
-            self.tags()
+            if epoch_of is None:
+                self.tags()
+                continue
+            body = _CompactWriter()
+            body.uvarint(len(parts) + 1)
+            for p in sorted(parts):
+                body.i32(epoch_of(topic_id, p))
+            self.tagged(0, body.buf)
+
+    def tagged(self, tag: int, data: bytes | bytearray) -> None:
+        """A tag buffer holding one field."""
+        self.uvarint(1)
+        self.uvarint(tag)
+        self.uvarint(len(data))
+        self.buf += data
 
 
 def encode_key(key: ConsumerKey) -> bytes:
     w = RecordWriter()
     w.i16(key.type)
     w.string(key.group)
-    if key.type in _MEMBER_TYPES:
+    if key.type in MEMBER_TYPES:
         w.string(key.member_id)
+    elif key.type == REGULAR_EXPRESSION:
+        w.string(key.regex)
     return bytes(w.buf)
 
 
@@ -173,8 +222,11 @@ def encode_value(value: ConsumerValue) -> bytes:
     w = _CompactWriter()
     w.i16(VALUE_VERSION)
     match value:
-        case GroupEpochValue(epoch):
+        case GroupEpochValue(epoch, metadata_hash):
             w.i32(epoch)
+            if metadata_hash:  # Kafka leaves out a tagged field at its default
+                w.tagged(0, struct.pack(">q", metadata_hash))
+                return bytes(w.buf)
         case PartitionMetadataValue(topics):
             w.uvarint(len(topics) + 1)
             for t in topics:
@@ -199,10 +251,7 @@ def encode_value(value: ConsumerValue) -> bytes:
         case AssignmentEpochValue(epoch, timestamp):
             w.i32(epoch)
             if timestamp >= 0:
-                w.uvarint(1)  # one tagged field: 0, the assignment's timestamp
-                w.uvarint(0)
-                w.uvarint(8)
-                w.i64(timestamp)
+                w.tagged(0, struct.pack(">q", timestamp))
                 return bytes(w.buf)
         case TargetMemberValue(partitions):
             w.assignment(partitions)
@@ -210,8 +259,14 @@ def encode_value(value: ConsumerValue) -> bytes:
             w.i32(value.member_epoch)
             w.i32(value.previous_member_epoch)
             w.i8(value.state)
-            w.assignment(value.assigned)
-            w.assignment(value.pending_revocation)
+            w.assignment(value.assigned, value.epoch_of)
+            w.assignment(value.pending_revocation, value.epoch_of)
+        case ResolvedRegexValue(topics, version, timestamp):
+            w.uvarint(len(topics) + 1)
+            for topic in topics:
+                w.compact_string(topic)
+            w.i64(version)
+            w.i64(timestamp)
     w.tags()
     return bytes(w.buf)
 
@@ -231,107 +286,8 @@ def _classic_tag(w: _CompactWriter, classic: ClassicMetadata | None) -> None:
             body.compact_bytes(metadata)
             body.tags()
         body.tags()
-    w.uvarint(1)  # one tagged field
-    w.uvarint(0)
-    w.uvarint(len(body.buf))
-    w.buf += body.buf
+    w.tagged(0, body.buf)
 
 
 def key_type_of(value: ConsumerValue) -> int:
     return _VALUE_TYPES[type(value)]
-
-
-# --- reading -------------------------------------------------------------------------------
-
-
-def decode_key(version: int, r: RecordReader) -> ConsumerKey:
-    """The rest of a key whose int16 type ``version`` (3-8) was read from ``r``."""
-    group = r.str_()
-    return ConsumerKey(version, group, r.str_() if version in _MEMBER_TYPES else None)
-
-
-def decode_value(key: ConsumerKey, data: bytes | None) -> ConsumerValue | None:
-    """The value of ``key`` (any version, later fields ignored), or None for a tombstone."""
-    if data is None:
-        return None
-    r = RecordReader(data, flexible=True)
-    version = r.i16()
-    if version < 0:
-        raise RecordFormatError(f"unknown value version {version}")
-    match key.type:
-        case 3:
-            return GroupEpochValue(r.i32())
-        case 4:
-            return PartitionMetadataValue(tuple(_topic_metadata(r)
-                                                for _ in range(r.array_length())))
-        case 5:
-            return MemberMetadataValue(
-                r.string(nullable=True), r.string(nullable=True), r.str_(), r.str_(),
-                tuple(r.str_() for _ in range(r.array_length())), r.string(nullable=True),
-                r.i32(), r.string(nullable=True), _classic(r))
-        case 6:
-            return AssignmentEpochValue(r.i32(), _timestamp_tag(r))
-        case 7:
-            return TargetMemberValue(_assignment(r))
-        case _:
-            epoch, previous, state = r.i32(), r.i32(), struct.unpack(">b", r.take(1))[0]
-            return CurrentAssignmentValue(epoch, previous, state, _assignment(r), _assignment(r))
-
-
-def _classic(r: RecordReader) -> ClassicMetadata | None:
-    """The tagged ClassicMemberMetadata (tag 0) of a member's metadata, if any."""
-    classic = None
-    if r.pos >= len(r.data):
-        return classic
-    for _ in range(r.uvarint()):
-        tag, size = r.uvarint(), r.uvarint()
-        data = r.take(size)
-        if tag != 0:
-            continue
-        t = RecordReader(data, flexible=True)
-        if t.uvarint() <= 0:
-            continue
-        timeout = t.i32()
-        protocols = []
-        for _ in range(t.array_length()):
-            protocols.append((t.str_(), t.bytes_()))
-            t.tagged_fields()
-        classic = ClassicMetadata(timeout, tuple(protocols))
-    return classic
-
-
-def _timestamp_tag(r: RecordReader) -> int:
-    """The assignment timestamp in the tagged fields (tag 0), -1 without it."""
-    timestamp = -1
-    if r.pos >= len(r.data):
-        return timestamp
-    for _ in range(r.uvarint()):
-        tag, size = r.uvarint(), r.uvarint()
-        data = r.take(size)
-        if tag == 0 and size == 8:
-            timestamp = struct.unpack(">q", data)[0]
-    return timestamp
-
-
-def _uuid(r: RecordReader) -> uuid.UUID:
-    return uuid.UUID(bytes=bytes(r.take(16)))
-
-
-def _topic_metadata(r: RecordReader) -> TopicMetadata:
-    topic_id, name, count = _uuid(r), r.str_(), r.i32()
-    for _ in range(r.array_length()):  # per-partition racks: not used
-        r.i32()
-        for _ in range(r.array_length()):
-            r.str_()
-        r.tagged_fields()
-    r.tagged_fields()
-    return TopicMetadata(topic_id, name, count)
-
-
-def _assignment(r: RecordReader) -> Assignment:
-    result: Assignment = {}
-    for _ in range(r.array_length()):
-        topic_id = _uuid(r)
-        result[topic_id] = frozenset(r.i32() for _ in range(r.array_length()))
-        r.tagged_fields()
-    return result
