@@ -38,7 +38,10 @@ def java_hash(text: str) -> int:
 
 
 def offsets_partition(group: str) -> int:
-    return (java_hash(group) & 0x7FFFFFFF) % OFFSETS_PARTITIONS
+    """Kafka's ``partitionFor``: ``Utils.abs(hashCode) % partitions``, where ``Utils.abs``
+    is ``Math.abs`` with ``Integer.MIN_VALUE`` taken to 0."""
+    h = java_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
 
 
 def commit(conn: RawConnection, group: str, topic: str, offset: int) -> int:
