@@ -247,14 +247,7 @@ def _validated_ip_rate(key: str, value: float) -> str:
     """An IP entity's ``connection_creation_rate`` as Kafka stores an INT."""
     if key != CONNECTION_CREATION_RATE:
         raise QuotaRequestError(INVALID_REQUEST, f"Invalid configuration key {key}")
-    if value <= 0.0:
-        raise QuotaRequestError(INVALID_REQUEST, f"Quota {key} must be greater than 0")
-    if value > INT_MAX:
-        raise QuotaRequestError(INVALID_REQUEST, f"Proposed value for {key} is too large "
-                                "for an INT.")
-    if abs(value % 1.0) > 1e-6:
-        raise QuotaRequestError(INVALID_REQUEST, f"{key} cannot be a fractional value.")
-    return str(int(value))
+    return _integral(key, value, INT_MAX, "an INT")
 
 
 def _validated(key: str, value: float) -> str:
@@ -263,13 +256,23 @@ def _validated(key: str, value: float) -> str:
     quota_type = KEYS.get(key)
     if quota_type is None:
         raise QuotaRequestError(INVALID_REQUEST, f"Invalid configuration key {key}")
+    if quota_type.integral:
+        return _integral(key, value, LONG_MAX, "a LONG")
+    _positive(key, value)
+    return repr(float(value))
+
+
+def _positive(key: str, value: float) -> None:
     if value <= 0.0:
         raise QuotaRequestError(INVALID_REQUEST, f"Quota {key} must be greater than 0")
-    if not quota_type.integral:
-        return repr(float(value))
-    if value > LONG_MAX:
+
+
+def _integral(key: str, value: float, most: float, kind: str) -> str:
+    """A positive whole value up to ``most`` (Kafka's INT or LONG), as Kafka refuses it."""
+    _positive(key, value)
+    if value > most:
         raise QuotaRequestError(INVALID_REQUEST, f"Proposed value for {key} is too large "
-                                "for a LONG.")
+                                f"for {kind}.")
     if abs(value % 1.0) > 1e-6:
         raise QuotaRequestError(INVALID_REQUEST, f"{key} cannot be a fractional value.")
     return str(int(value))
