@@ -84,6 +84,13 @@ compat-kafka: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat fus
 compat-cluster-kafka: install zookeeper-jars kafka39-jars fuse
 	$(REQUIRE) $(BIN)/pytest compat_tests/cluster --kafka $(PYTEST_ARGS)
 
+## The cluster tests on mixed clusters of josefk and Apache Kafka 3.9.1 brokers: once with a
+## Kafka broker as the first controller, once with a josefk broker.
+.PHONY: compat-mixed
+compat-mixed: install zookeeper-jars kafka39-jars kafka-jars fuse
+	$(REQUIRE) $(BIN)/pytest compat_tests/cluster --mixed kafka $(PYTEST_ARGS)
+	$(REQUIRE) $(BIN)/pytest compat_tests/cluster --mixed josefk $(PYTEST_ARGS)
+
 ## kafka-python's own integration tests (from its git repository, KAFKA_PYTHON_REPO):
 ## ElectLeaders and partition reassignments against a three-broker josefk cluster, then its
 ## SSL and SASL (PLAIN, SCRAM-SHA-256/512) tests, whose fixtures start josefk, ZooKeeper and
@@ -107,7 +114,7 @@ lint: install
 ## The whole suite: lint, unit and integration tests, then the compatibility suite
 ## (kafka-python, aiokafka, confluent-kafka, kcat, Kafka's Java tools, Spark) against josefk.
 test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat chromium fuse lint
-	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest tests compat_tests $(PYTEST_ARGS)
+	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest tests compat_tests --durations=40 $(PYTEST_ARGS)
 
 BENCH := $(VENV)/.bench-stamp
 $(BENCH): $(CORE)

@@ -91,7 +91,10 @@ def markdown(result: dict[str, Any]) -> str:
               "(the JVM; it varies by seconds with the machine's load), so the cost of the "
               "history is best read from Kafka's own `Finished loading of metadata from "
               "__consumer_offsets-N ... in X ms` line against josefk's uncompacted minus "
-              "compacted restart (josefk replays the partition before it opens its port). "
+              "compacted restart (josefk loads the partition before it opens its port; "
+              "since issue 31 it reads each record's key and value bytes only and decodes "
+              "the last offset commit of each key, and logs `loaded N groups from M "
+              "__consumer_offsets partitions in X ms`). "
               "Kafka 4.3 writes larger offset-commit values than josefk (its partition is "
               "bigger for the same commits).", "", "## Details", ""]
     for i, rnd in enumerate(result["rounds"], 1):

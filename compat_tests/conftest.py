@@ -69,6 +69,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(env JOSEFK_COMPAT_KAFKA=1)",
     )
     group.addoption(
+        "--mixed",
+        choices=("kafka", "josefk"),
+        default=os.environ.get("JOSEFK_COMPAT_MIXED") or None,
+        help="run the cluster tests on mixed clusters of josefk and Apache Kafka 3.9.1 "
+        "brokers whose first controller is of this kind (env JOSEFK_COMPAT_MIXED)",
+    )
+    group.addoption(
         "--broker-start-timeout",
         type=float,
         default=None,
@@ -230,6 +237,55 @@ class Broker:
         self.start()
 
 
+def broker_command(kind: str, data_dir: Path, port: int,
+                   overrides: dict[str, str] | None = None,
+                   properties: Path | None = None) -> list[str]:
+    """The command starting a broker of ``kind`` on 127.0.0.1:``port`` with ``data_dir``;
+    ``overrides`` as ``--override key=value`` (start-kraft.sh passes them to Kafka too),
+    ``properties`` a josefk server.properties."""
+    if kind == "kafka":
+        command = [str(START_KRAFT), str(data_dir), str(port)]
+    else:
+        command = [sys.executable, "-m", "josefk.server", "serve",
+                   *([str(properties)] if properties is not None else []),
+                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                   "--override", f"log.dirs={data_dir}"]
+    for key, value in (overrides or {}).items():
+        command += ["--override", f"{key}={value}"]
+    return command
+
+
+def own_kind(config: pytest.Config, why: str) -> str:
+    """The kind of broker a test starts for itself (it skips with --bootstrap)."""
+    if config.getoption("bootstrap"):
+        pytest.skip(f"needs a broker of its own ({why}); --bootstrap given")
+    return "kafka" if config.getoption("kafka") else "josefk"
+
+
+@contextlib.contextmanager
+def running(broker: Broker) -> Iterator[Broker]:
+    """``broker`` started, and stopped after."""
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+
+
+@contextlib.contextmanager
+def broker_of_its_own(config: pytest.Config, tmp: Path, why: str,
+                      overrides: dict[str, str] | None = None) -> Iterator[Broker]:
+    """A broker of the suite's kind in ``tmp``, started with ``overrides`` for one test or
+    module (``why`` says what it needs that the shared broker lacks)."""
+    kind = own_kind(config, why)
+    data_dir, port = tmp / "data", free_port()
+    data_dir.mkdir()
+    with running(Broker(kind, f"127.0.0.1:{port}",
+                        broker_command(kind, data_dir, port, overrides), data_dir,
+                        tmp / "broker.log", start_timeout=START_TIMEOUT[kind])) as broker:
+        yield broker
+
+
 def _owned_broker(config: pytest.Config, tmp: Path) -> Broker:
     kind = "kafka" if config.getoption("kafka") else "josefk"
     port = free_port()
@@ -243,18 +299,7 @@ def _owned_broker(config: pytest.Config, tmp: Path) -> Broker:
             )
         if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
             raise pytest.UsageError("--kafka needs java on PATH (or JAVA_HOME)")
-        command = [str(START_KRAFT), str(data_dir), str(port)]
-    else:
-        command = [
-            sys.executable,
-            "-m",
-            "josefk.server",
-            "serve",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{port}",
-            "--override",
-            f"log.dirs={data_dir}",
-        ]
+    command = broker_command(kind, data_dir, port)
     timeout = config.getoption("broker_start_timeout") or START_TIMEOUT[kind]
     return Broker(
         kind=kind,

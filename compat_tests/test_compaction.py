@@ -18,7 +18,6 @@ polls against a deadline.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -31,7 +30,7 @@ from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from .clients import Rec, confluent_produce, now_ms
-from .conftest import START_KRAFT, Broker, free_port, unique_topic_name
+from .conftest import Broker, broker_of_its_own, unique_topic_name
 from .rawkafka import RawConnection
 
 INVALID_RECORD = 87
@@ -47,29 +46,10 @@ T = TypeVar("T")
 @pytest.fixture(scope="module")
 def cleaning_broker(request: pytest.FixtureRequest,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    if request.config.getoption("bootstrap"):
-        pytest.skip("needs a broker of its own (log.cleaner.backoff.ms); --bootstrap given")
-    kind = "kafka" if request.config.getoption("kafka") else "josefk"
-    tmp = tmp_path_factory.mktemp("compaction")
-    data_dir = tmp / "data"
-    data_dir.mkdir()
-    port = free_port()
-    overrides = [f"log.cleaner.backoff.ms={BACKOFF_MS}", "offsets.topic.num.partitions=1"]
-    if kind == "kafka":
-        command = [str(START_KRAFT), str(data_dir), str(port)]
-    else:
-        command = [sys.executable, "-m", "josefk.server", "serve",
-                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                   "--override", f"log.dirs={data_dir}"]
-    for override in overrides:
-        command += ["--override", override]
-    broker = Broker(kind, f"127.0.0.1:{port}", command, data_dir, tmp / "broker.log",
-                    start_timeout=90.0 if kind == "kafka" else 20.0)
-    try:
-        broker.start()
+    overrides = {"log.cleaner.backoff.ms": str(BACKOFF_MS), "offsets.topic.num.partitions": "1"}
+    with broker_of_its_own(request.config, tmp_path_factory.mktemp("compaction"),
+                           "log.cleaner.backoff.ms", overrides) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 def create_compacted(bootstrap: str, **configs: str) -> str:

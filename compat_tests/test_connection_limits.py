@@ -19,7 +19,6 @@ import contextlib
 import socket
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,41 +27,17 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from .conftest import START_KRAFT, Broker, free_port
+from .conftest import Broker, broker_command, broker_of_its_own, free_port
 
 # A broker may take this long to notice a close and free the slot.
 SETTLE = 10.0
 
 
-def broker_command(kind: str, data_dir: Path, port: int, overrides: dict[str, str]
-                   ) -> list[str]:
-    if kind == "kafka":
-        command = [str(START_KRAFT), str(data_dir), str(port)]
-    else:
-        command = [sys.executable, "-m", "josefk.server", "serve",
-                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                   "--override", f"log.dirs={data_dir}"]
-    for key, value in overrides.items():
-        command += ["--override", f"{key}={value}"]
-    return command
-
-
 @contextlib.contextmanager
 def own_broker(request: pytest.FixtureRequest, tmp: Path, overrides: dict[str, str]
                ) -> Iterator[Broker]:
-    if request.config.getoption("bootstrap"):
-        pytest.skip("needs a broker of its own (connection limits); --bootstrap given")
-    kind = "kafka" if request.config.getoption("kafka") else "josefk"
-    data_dir = tmp / "data"
-    data_dir.mkdir()
-    port = free_port()
-    broker = Broker(kind, f"127.0.0.1:{port}", broker_command(kind, data_dir, port, overrides),
-                    data_dir, tmp / "broker.log", start_timeout=90.0 if kind == "kafka" else 20.0)
-    try:
-        broker.start()
+    with broker_of_its_own(request.config, tmp, "connection limits", overrides) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")

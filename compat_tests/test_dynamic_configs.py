@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,9 +28,12 @@ from .conftest import (
     KAFKA_LIBS,
     REPO,
     RUN_CLASS,
-    START_KRAFT,
+    START_TIMEOUT,
     Broker,
+    broker_command,
     free_port,
+    own_kind,
+    running,
     unique_topic_name,
 )
 from .rawkafka import RawConnection
@@ -89,31 +91,20 @@ def tools() -> Path:
 @pytest.fixture(scope="module")
 def config_broker(request: pytest.FixtureRequest,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    if request.config.getoption("bootstrap"):
-        pytest.skip("needs a broker of its own (static settings); --bootstrap given")
-    kind = "kafka" if request.config.getoption("kafka") else "josefk"
+    kind = own_kind(request.config, "static settings")
     tmp = tmp_path_factory.mktemp("dynamic-configs")
     data_dir, port = tmp / "data", free_port()
     data_dir.mkdir()
-    if kind == "kafka":
-        command = [str(START_KRAFT), str(data_dir), str(port)]
-        for key, value in {**STATIC_FILE, **STATIC_OVERRIDES}.items():
-            command += ["--override", f"{key}={value}"]
-    else:
+    properties = None
+    overrides = {**STATIC_FILE, **STATIC_OVERRIDES}
+    if kind == "josefk":  # Kafka's start-kraft.sh writes its own server.properties
         properties = tmp / "server.properties"
         properties.write_text("".join(f"{k}={v}\n" for k, v in STATIC_FILE.items()))
-        command = [sys.executable, "-m", "josefk.server", "serve", str(properties),
-                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                   "--override", f"log.dirs={data_dir}"]
-        for key, value in STATIC_OVERRIDES.items():
-            command += ["--override", f"{key}={value}"]
-    broker = Broker(kind, f"127.0.0.1:{port}", command, data_dir, tmp / "broker.log",
-                    start_timeout=90.0 if kind == "kafka" else 20.0)
-    try:
-        broker.start()
+        overrides = STATIC_OVERRIDES
+    command = broker_command(kind, data_dir, port, overrides, properties)
+    with running(Broker(kind, f"127.0.0.1:{port}", command, data_dir, tmp / "broker.log",
+                        start_timeout=START_TIMEOUT[kind])) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from kafka.protocol.admin import ListGroupsRequest
 
 from josefk.cluster.coordinator.group.consumer.records import (
@@ -48,22 +49,33 @@ CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's MemberType
 class ClassicMember(threading.Thread):
     """A kafka-python consumer polling in a thread of its own, noting what it reads."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str,
+                 instance_id: str | None = None) -> None:
         super().__init__(daemon=True)
         self.consumer = KafkaConsumer(
             topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
             auto_commit_interval_ms=200, session_timeout_ms=10000, heartbeat_interval_ms=500,
-            client_id=f"classic-{uuid.uuid4().hex[:6]}")
+            client_id=f"classic-{uuid.uuid4().hex[:6]}", group_instance_id=instance_id)
         self.values: list[str] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.error: BaseException | None = None
+        self.retried: list[KafkaError] = []
 
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
-                with self.lock:
-                    batches = self.consumer.poll(timeout_ms=200)
+                try:
+                    with self.lock:
+                        batches = self.consumer.poll(timeout_ms=200)
+                except KafkaError as e:
+                    # kafka-python's poll can raise a retriable error (the broker
+                    # restarting: ECONNREFUSED); an application polls on.
+                    if not e.retriable:
+                        raise
+                    self.retried.append(e)
+                    time.sleep(0.2)
+                    continue
                 for records in batches.values():
                     self.values += [r.value.decode() for r in records]
         except BaseException as e:  # noqa: BLE001 - reported by the test
@@ -160,10 +172,12 @@ def _values(prefix: str, n: int) -> list[str]:
 class MixedGroup:
     """Two classic members in a group on a topic, and a consumer-protocol one to come."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str,
+                 instance_ids: tuple[str | None, ...] = (None, None)) -> None:
         self.bootstrap, self.topic = bootstrap, topic
         self.group = f"migrate-{uuid.uuid4().hex[:8]}"
-        self.classic = [ClassicMember(bootstrap, topic, self.group) for _ in range(2)]
+        self.classic = [ClassicMember(bootstrap, topic, self.group, instance_id)
+                        for instance_id in instance_ids]
         for member in self.classic:
             member.start()
         self.new: confluent_kafka.Consumer | None = None
@@ -298,5 +312,43 @@ def test_a_restart_mid_migration_goes_on(owned_broker: Broker,
               lambda: _group_type(bootstrap, mixed.group) == "classic")
         third = mixed.send("c", 60)
         _wait("the classic members read on", lambda: set(third) <= mixed.read())
+        assert all(m.error is None for m in mixed.classic), [m.error for m in mixed.classic]
+    finally:
+        mixed.close()
+
+
+def _static_members(bootstrap: str, group: str) -> dict[str, str]:
+    """Instance id -> member id of the group's static members."""
+    return {m.instance_id: m.member_id for m in _described(bootstrap, group).members
+            if m.instance_id is not None}
+
+
+@pytest.mark.timeout(400)
+def test_a_static_classic_member_started_again_replaces_its_instance(
+        broker: Broker, make_topic: Callable[..., str]) -> None:
+    """In a mixed group, a classic consumer with a ``group.instance.id`` started again
+    (the old client still running) takes its instance's place under a new member id, as
+    Kafka 4 replaces static members; the group keeps three members and reads on."""
+    bootstrap = broker.bootstrap
+    topic = make_topic(partitions=PARTITIONS)
+    mixed = MixedGroup(bootstrap, topic, instance_ids=("static-0", "static-1"))
+    try:
+        first = mixed.send("a", 60)
+        _wait("two classic members share the topic", mixed.classic_share)
+        mixed.join_consumer_member()
+        _wait("three members share the partitions", mixed.all_share, mixed.poll_new)
+        old_id = _static_members(bootstrap, mixed.group)["static-0"]
+        old = mixed.classic[0]
+        mixed.classic[0] = ClassicMember(bootstrap, topic, mixed.group, "static-0")
+        mixed.classic[0].start()
+        _wait("the instance has a new member id", lambda: _static_members(
+            bootstrap, mixed.group).get("static-0") not in (None, old_id), mixed.poll_new)
+        old.stop()
+        second = mixed.send("b", 60)
+        _wait("three members share the partitions again", mixed.all_share, mixed.poll_new)
+        assert set(_static_members(bootstrap, mixed.group)) == {"static-0", "static-1"}
+        _wait("the records are read", lambda: set(first + second) <= mixed.read() | set(
+            old.values), mixed.poll_new)
+        assert all(m.error is None for m in mixed.classic), [m.error for m in mixed.classic]
     finally:
         mixed.close()

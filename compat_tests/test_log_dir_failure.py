@@ -23,8 +23,16 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError, KafkaStorageError, NotLeaderForPartitionError
 
 from .chaos import disk
-from .conftest import REPO, RUN_CLASS, Broker, free_port
-from .test_connection_limits import broker_command
+from .conftest import (
+    REPO,
+    RUN_CLASS,
+    START_TIMEOUT,
+    Broker,
+    broker_command,
+    free_port,
+    own_kind,
+    running,
+)
 
 pytestmark = [pytest.mark.timeout(300),
               pytest.mark.skipif(disk.available() is not None, reason=disk.available() or "")]
@@ -39,9 +47,7 @@ STORAGE_ERROR = 56
 @contextlib.contextmanager
 def two_dir_broker(request: pytest.FixtureRequest, tmp: Path, dirs: list[Path]
                    ) -> Iterator[Broker]:
-    if request.config.getoption("bootstrap"):
-        pytest.skip("needs a broker of its own; --bootstrap given")
-    kind = "kafka" if request.config.getoption("kafka") else "josefk"
+    kind = own_kind(request.config, "log directories")
     port = free_port()
     command = broker_command(kind, dirs[0], port, {"log.dirs": ",".join(map(str, dirs))})
     if kind == "kafka":
@@ -49,13 +55,9 @@ def two_dir_broker(request: pytest.FixtureRequest, tmp: Path, dirs: list[Path]
         if len(dirs) > 1:
             format_kafka_dirs(tmp, dirs, port, controller_port)
         command = ["env", f"CONTROLLER_PORT={controller_port}", *command]
-    broker = Broker(kind, f"127.0.0.1:{port}", command, dirs[0], tmp / "broker.log",
-                    start_timeout=90.0 if kind == "kafka" else 20.0)
-    try:
-        broker.start()
+    with running(Broker(kind, f"127.0.0.1:{port}", command, dirs[0], tmp / "broker.log",
+                        start_timeout=START_TIMEOUT[kind])) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 def format_kafka_dirs(tmp: Path, dirs: list[Path], port: int, controller_port: int) -> None:

@@ -643,9 +643,10 @@ def test_exactly_once_files_after_crash(
     # Spark's scratch directories of the killed driver stay in tmp_path.
     env = {**os.environ, "PYTHONPATH": str(REPO), "SPARK_LOCAL_DIRS": str(tmp_path / "local")}
     with open(log, "wb") as out:
+        # Spark 4 makes ``artifacts/spark-<uuid>`` in the driver's working directory.
         proc = subprocess.Popen(
             command,
-            cwd=REPO,
+            cwd=tmp_path,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -19,15 +19,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from josefk.log.checkpoint import (
-    CorruptCheckpointError,
-    read_offsets,
-    sync_filesystem,
-    write_atomic,
-    write_offsets,
-)
+from josefk.log.checkpoint import sync_filesystem, write_atomic
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
+from josefk.log.dirs.checkpoints import read_checkpoint, write_checkpoints
 from josefk.log.dirs.failure import DirGuardedLog, LogDirFailureChannel, close_handles
 from josefk.log.dirs.moves import copy_changed_files, fsync_tree
 from josefk.log.errors import StorageError
@@ -88,14 +83,25 @@ class LogManager:
         # Directories that failed (I/O errors): their logs leave `logs` for `offline_logs`.
         self.failures = LogDirFailureChannel()
         self.offline_logs: dict[TopicPartition, Log] = {}
+        # Partitions taken offline with no log loaded (`mark_offline`).
+        self._offline_unloaded: set[TopicPartition] = set()
 
     @property
     def live_log_dirs(self) -> list[Path]:
         return [d for d in self.log_dirs if not self.failures.is_offline(d)]
 
     def is_offline(self, topic: str, partition: int) -> bool:
-        """Whether the partition's log is in a directory that failed."""
-        return (topic, partition) in self.offline_logs
+        """Whether the partition's log is in a directory that failed, or may be (see
+        `mark_offline`): Kafka's ``HostedPartition.Offline``."""
+        if not (self.offline_logs or self._offline_unloaded):
+            return False  # the usual case, asked for every partition of every request
+        tp = (topic, partition)
+        return tp in self.offline_logs or tp in self._offline_unloaded
+
+    def mark_offline(self, topic: str, partition: int) -> None:
+        """A partition whose log was refused (`may_create`) is offline until the broker
+        restarts: Kafka's ``markPartitionOffline``."""
+        self._offline_unloaded.add((topic, partition))
 
     # --- start-up ----------------------------------------------------------------
 
@@ -121,9 +127,9 @@ class LogManager:
         self._load_dir(log_dir, clean)
 
     def _load_dir(self, log_dir: Path, clean: bool) -> None:
-        recovery = _read_checkpoint(log_dir / RECOVERY_POINT_FILE)
-        starts = _read_checkpoint(log_dir / LOG_START_OFFSET_FILE)
-        high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_FILE)
+        recovery = read_checkpoint(log_dir / RECOVERY_POINT_FILE)
+        starts = read_checkpoint(log_dir / LOG_START_OFFSET_FILE)
+        high_watermarks = read_checkpoint(log_dir / HIGH_WATERMARK_FILE)
         # scandir knows which entries are directories without a stat each.
         dirs = sorted(Path(e.path) for e in os.scandir(log_dir) if e.is_dir())
         if not clean and any(parse_partition_dir(p.name) is not None for p in dirs):
@@ -150,13 +156,20 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None
-                          ) -> Log:
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                          *, is_new: bool = True) -> Log:
+        """The partition's log, created in the online directory with the fewest logs if
+        there is none. A partition that is not new gets none while a directory is offline:
+        its log may be there (Kafka's ``getOrCreateLog``); it stays offline until then."""
         tp = (topic, partition)
         if tp in self.offline_logs:
             raise StorageError(f"the log of {topic}-{partition} is in the offline log "
                                f"directory {self._dir_of[tp]}")
         if tp not in self.logs:
+            if not self.may_create(topic, partition, is_new=is_new):
+                offline = ",".join(map(str, self.failures.offline_dirs))
+                raise StorageError(f"Can not create log for {topic}-{partition} because log "
+                                   f"directories {offline} are offline")
             live = self.live_log_dirs
             if not live:
                 raise StorageError(f"no log directory online for {topic}-{partition}")
@@ -174,6 +187,11 @@ class LogManager:
             self.logs[tp] = self._watch(log)
             self._dir_of[tp] = log_dir
         return self.logs[tp]
+
+    def may_create(self, topic: str, partition: int, *, is_new: bool) -> bool:
+        """Whether the partition may have its log here now: it has one, or it is new, or
+        no directory is offline (one that is may hold its log)."""
+        return (topic, partition) in self.logs or is_new or not self.failures.offline_dirs
 
     def dir_of(self, topic: str, partition: int) -> Path:
         return self._dir_of[(topic, partition)]
@@ -352,28 +370,6 @@ class LogManager:
 def _retire(log: Log) -> None:
     if isinstance(log, DirGuardedLog):
         log.retired = True
-
-
-def write_checkpoints(files: dict[Path, dict[TopicPartition, int]], sync: bool = True,
-                      failures: LogDirFailureChannel | None = None) -> None:
-    """Write checkpoint files; with ``failures``, one that cannot be written takes its
-    log directory offline (Kafka's checkpoint I/O errors do) and the others are written."""
-    for path, offsets in files.items():
-        if failures is None:
-            write_offsets(path, offsets, sync)
-            continue
-        try:
-            write_offsets(path, offsets, sync)
-        except OSError as e:
-            failures.report(path.parent, f"Error while writing checkpoint file {path}", e)
-
-
-def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    try:
-        return read_offsets(path)
-    except CorruptCheckpointError as e:
-        logger.warning("ignoring corrupt checkpoint: %s", e)
-        return {}
 
 
 def remove_dirs(paths: list[Path]) -> None:

@@ -17,6 +17,7 @@ controllers) is left out, as it is at its default.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Sequence
@@ -86,6 +87,7 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[Fe
     else:
         out.append(I32.pack(throttle_time_ms))
     out.append(array_len(len(topics), flexible))
+    empty, empty_tail = _empty_partition(version)
     total = 0
     for name, topic_id, partitions in topics:
         if version >= 13:
@@ -94,8 +96,19 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[Fe
             out.append(string(name or "", flexible))
         out.append(array_len(len(partitions), flexible))
         for p in partitions:
-            _partition(out, p, version, flexible)
             region = p.region
+            records = p.records
+            if (region is None and records is not None and not records and not p.aborted
+                    and p.diverging_epoch is None and p.current_leader is None):
+                # Nothing to say but offsets, the common case of a wide fetch: one pack.
+                out.append(empty.pack(p.index, p.error_code, p.high_watermark,
+                                      p.last_stable_offset, p.log_start_offset)
+                           if version >= 5 else
+                           empty.pack(p.index, p.error_code, p.high_watermark,
+                                      p.last_stable_offset))
+                out.append(empty_tail[p.aborted is None])
+                continue
+            _partition(out, p, version, flexible)
             if region is not None:
                 # Records are sized as an array is: int32, or compact (+1) when flexible.
                 out.append(array_len(region.length, flexible))
@@ -117,6 +130,17 @@ def encode_fetch_response(version: int, correlation_id: int, topics: Sequence[Fe
         total += len(chunk)
     parts.insert(0, I32.pack(total))
     return parts
+
+
+@functools.cache
+def _empty_partition(version: int) -> tuple[struct.Struct, dict[bool, bytes]]:
+    """A partition with no records, no aborted transactions and no tagged fields: the
+    struct of its offsets, and what follows them by whether its aborted list is null."""
+    flexible = version >= FLEXIBLE_VERSION
+    head = struct.Struct(">ihqqq" if version >= 5 else ">ihqq")
+    rest = ((b"\xff\xff\xff\xff" if version >= 11 else b"")  # preferred read replica
+            + array_len(0, flexible) + (NO_TAGS if flexible else b""))  # records, tags
+    return head, {True: _NULL[flexible] + rest, False: array_len(0, flexible) + rest}
 
 
 def _partition(out: list[bytes], p: FetchedPartition, version: int, flexible: bool) -> None:

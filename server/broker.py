@@ -26,6 +26,7 @@ from josefk.cluster.partition import Partition, PartitionMap, PartitionView
 from josefk.cluster.producer_ids import ProducerIdManager
 from josefk.log.clock import now_ms
 from josefk.log.config import LogConfig
+from josefk.log.errors import StorageError
 from josefk.log.manager import LogManager
 from josefk.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from josefk.protocol.error_codes import COORDINATOR_LOAD_IN_PROGRESS
@@ -33,6 +34,7 @@ from josefk.protocol.messages import Request, encode_response
 from josefk.protocol.versions import VersionRange, advertised_versions, enabled_api_keys
 from josefk.server.config.broker import BrokerConfig, topic_config_entries, validate_topic_configs
 from josefk.server.handlers import CLUSTER_ONLY_KEYS, MODULES, handler
+from josefk.server.heap import keep_frozen
 from josefk.server.jobs import BackgroundJobs
 from josefk.server.log_cleaner import LogCleanerService
 from josefk.server.network.connection import Connection, throttle_s
@@ -127,6 +129,10 @@ class Broker:
         self.partitions = PartitionMap()
         # Created partitions whose logs are not open yet (open_partitions(defer=True)).
         self._unopened: dict[tuple[str, int], Topic] = {}
+        # Partitions whose log a failed directory may hold, refused at start-up: led by
+        # no one until a restart with the directory repaired (Kafka's controller takes
+        # the replica offline).
+        self._leaderless: set[tuple[str, int]] = set()
         self._unopened_added = trio.Event()
         self.producer_ids = ProducerIdManager(config.log_dirs[0])
         self.purgatory = Purgatory()
@@ -234,18 +240,22 @@ class Broker:
         for index, replicas in topic.partitions.items():
             key = (topic.name, index)
             if (self.node_id not in replicas or key in self.partitions
-                    or self.log_manager.is_offline(*key)):
+                    or key in self._leaderless or self.log_manager.is_offline(*key)):
                 continue
             if defer:
                 self._unopened[key] = topic
             else:
-                self._open_partition(topic, index, config)
+                try:
+                    self._open_partition(topic, index, config, is_new=False)
+                except StorageError as e:
+                    logger.error("%s: %s-%d has no leader", e, topic.name, index)
+                    self._leaderless.add(key)
         if self._unopened:
             self._unopened_added.set()
 
     def _open_partition(self, topic: Topic, index: int, config: LogConfig,
-                        reported: PartitionView | None = None) -> Partition:
-        log = self.log_manager.get_or_create_log(topic.name, index, config)
+                        reported: PartitionView | None = None, *, is_new: bool) -> Partition:
+        log = self.log_manager.get_or_create_log(topic.name, index, config, is_new=is_new)
         log.producer_state.expiration_ms = self.config.producer_id_expiration_ms
         if read_partition_metadata(log.directory) != topic.topic_id:
             write_partition_metadata(log.directory, topic.topic_id)
@@ -262,7 +272,8 @@ class Broker:
         topic = self._unopened.pop(key, None)
         if topic is None:
             return None
-        return self._open_partition(topic, key[1], self.log_config_for(topic.name), reported)
+        return self._open_partition(topic, key[1], self.log_config_for(topic.name), reported,
+                                    is_new=True)
 
     async def open_deferred_partitions(self, keys: Collection[tuple[str, int]] | None = None
                                        ) -> None:
@@ -390,6 +401,9 @@ class Broker:
         partition = self.partitions.get((topic, index))
         if partition is not None:
             return partition.view()
+        stored = self.store.get(topic) if (topic, index) in self._leaderless else None
+        if stored is not None:
+            return PartitionView(-1, 0, stored.partitions[index], (), (self.node_id,))
         unopened = self._unopened.get((topic, index))
         # What the Partition will say once opened: this broker leads, alone in the ISR.
         return (PartitionView(self.node_id, 0, unopened.partitions[index], (self.node_id,))
@@ -411,6 +425,7 @@ class Broker:
             del self.partitions[key]
             self.log_manager.delete_log(*key)
             self.purgatory.notify(key)
+        self._leaderless = {k for k in self._leaderless if k[0] != name}
 
     def reconfigure(self, name: str) -> None:
         """Apply a topic's changed configs to its open logs."""
@@ -535,6 +550,7 @@ class Broker:
                 if self.cluster is not None:
                     await self.cluster.join(nursery, self._registered_endpoints())
                 nursery.start_soon(BackgroundJobs(self).run)
+                nursery.start_soon(keep_frozen)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
                 self._nursery = nursery

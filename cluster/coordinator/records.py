@@ -8,10 +8,16 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from josefk.log.cleaner.keys import keyed_records
+from josefk.log.records import records_payload
 from josefk.protocol.record_batch import BatchHeader, iter_batches
+
+if TYPE_CHECKING:
+    from josefk.log.log import Log
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -173,6 +179,32 @@ def read_batches(buf: bytes | bytearray) -> Iterator[tuple[BatchHeader, list[Log
     for pos, header in iter_batches(buf):
         batch = DefaultRecordBatch(buf[pos:pos + header.size])
         yield header, [LogRecord(r.offset, r.key, r.value) for r in batch]
+
+
+def log_batches(log: Log, buffer: int) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Each whole batch of ``log`` from its start to its end, read ``buffer`` bytes at a
+    time (a coordinator loading its partition); it stops at a batch it cannot read whole."""
+    offset, end = log.log_start_offset, log.log_end_offset
+    while offset < end:
+        data = log.read(offset, buffer, max_offset=end).read_bytes()
+        before = offset
+        view = memoryview(data)
+        for pos, header in iter_batches(data):
+            yield header, view[pos:pos + header.size]
+            offset = header.next_offset
+        if offset == before:
+            return
+
+
+def keys_and_values(batch: bytes | memoryview, header: BatchHeader
+                    ) -> tuple[list[int], list[bytes], list[bytes | None]]:
+    """(offsets, keys, values) of a batch's keyed records, with no record object (the log
+    cleaner's scan); a None value is a tombstone."""
+    data = records_payload(batch, header)
+    values: list[bytes | None] = []
+    offsets, keys = keyed_records(data if isinstance(data, bytes) else bytes(data),
+                                  header.record_count, header.base_offset, values)
+    return offsets, keys, values
 
 
 def control_is_commit(key: bytes | None) -> bool | None:

@@ -29,6 +29,10 @@ class MetadataCache:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.partitions: dict[TP, PartitionInfo] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
+        # Indexes of the two maps above, so that a topic's lookup does not scan every
+        # partition of the cluster (a Metadata answer looks up every topic).
+        self._by_topic: dict[str, dict[int, PartitionInfo]] = {}
+        self._names: dict[uuid.UUID, str] = {}
         self._changed = trio.Event()
         self.generation = 0
 
@@ -41,17 +45,31 @@ class MetadataCache:
         for info in request.partitions:
             if info.leader == LEADER_DURING_DELETE:
                 self.partitions.pop(info.key, None)
+                self._by_topic.get(info.topic, {}).pop(info.partition, None)
                 deleted.append(info.key)
             else:
                 self.partitions[info.key] = info
+                self._by_topic.setdefault(info.topic, {})[info.partition] = info
         for topic, topic_id in request.topic_ids.items():
+            self._forget_id(topic)
             self.topic_ids[topic] = topic_id
+            self._names[topic_id] = topic
         for topic in {tp[0] for tp in deleted}:
-            if not any(tp[0] == topic for tp in self.partitions):
-                self.topic_ids.pop(topic, None)
+            if not self._by_topic.get(topic):
+                self._by_topic.pop(topic, None)
+                self._forget_id(topic)
         self.generation += 1
         self._notify()
         return deleted
+
+    def _forget_id(self, topic: str) -> None:
+        topic_id = self.topic_ids.pop(topic, None)
+        if topic_id is not None and self._names.get(topic_id) == topic:
+            del self._names[topic_id]
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id``, when known here."""
+        return self._names.get(topic_id)
 
     def _notify(self) -> None:
         self._changed.set()
@@ -64,11 +82,11 @@ class MetadataCache:
         return self.partitions.get((topic, partition))
 
     def topic_partitions(self, topic: str) -> list[PartitionInfo]:
-        return sorted((i for i in self.partitions.values() if i.topic == topic),
-                      key=lambda i: i.partition)
+        by_index = self._by_topic.get(topic, {})
+        return [by_index[p] for p in sorted(by_index)]
 
     def topics(self) -> list[str]:
-        return sorted({tp[0] for tp in self.partitions})
+        return sorted(t for t, by_index in self._by_topic.items() if by_index)
 
     def has_leaders(self, topic: str, partitions: Iterable[int]) -> bool:
         """Every listed partition of ``topic`` is known here with a live leader."""

@@ -133,10 +133,8 @@ class ZkMetadataStore(PlanningStore):
         return self._topic(name)
 
     def get_by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        for name, known in self.cache.topic_ids.items():
-            if known == topic_id:
-                return self._topic(name)
-        return None
+        name = self.cache.topic_name(topic_id)
+        return None if name is None else self._topic(name)
 
     # --- configs ------------------------------------------------------------------------
 

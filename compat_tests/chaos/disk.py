@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 BALLAST = ".ballast"
@@ -120,6 +121,19 @@ def unmount_eio_fs(mountpoint: Path, process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.kill()
         process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def eio_fs(home: Path) -> Iterator[tuple[Path, Path]]:
+    """(a backing directory, the EIO-on-demand file system over it) under ``home``,
+    healthy at the start and unmounted at the end."""
+    backing, mount = home / "backing", home / "eio"
+    process = mount_eio_fs(backing, mount)
+    try:
+        yield backing, mount
+    finally:
+        set_eio(backing, False)
+        unmount_eio_fs(mount, process)
 
 
 class BrokerDisk:

@@ -11,7 +11,8 @@ Markers:
 
 - ``josefk_pending(reason)``: skip against josefk (never against Kafka) with the
   reason; for what josefk's cluster mode does not do yet.
-- ``josefk_only(reason)``: skip against Kafka (the mixed Kafka + josefk cluster).
+- ``josefk_only(reason)``: skip against Kafka and on mixed clusters (``--mixed``): what
+  only josefk does, or the module's own mixed cluster.
 
 Nothing starts for a skipped test. ZooKeeper is one server for the session;
 each cluster (one per module) lives under a chroot of its own.
@@ -46,7 +47,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def target(config: pytest.Config) -> str:
     """``kafka`` (Apache Kafka 3.9.1, ZooKeeper mode) or ``josefk``."""
+    if config.getoption("kafka") and config.getoption("mixed"):
+        raise pytest.UsageError("--kafka and --mixed exclude each other")
     return "kafka" if config.getoption("kafka") else "josefk"
+
+
+def broker_kinds(config: pytest.Config) -> dict[int, str]:
+    """Broker id -> kind of a cluster test's three brokers: all of the target kind, or
+    with ``--mixed K`` broker 1 of kind K (started first: the first controller), broker 2
+    of the other kind and broker 3 josefk."""
+    first = config.getoption("mixed")
+    if first is None:
+        return dict.fromkeys(BROKER_IDS, target(config))
+    return {1: first, 2: "josefk" if first == "kafka" else "kafka", 3: "josefk"}
+
+
+def first_controller(config: pytest.Config) -> int | None:
+    """The broker a mixed cluster starts first, to be its controller (None: any)."""
+    return 1 if config.getoption("mixed") else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -61,7 +79,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                                     "--bootstrap given"))
         elif kind == "josefk" and pending is not None and not env_flag("JOSEFK_RUN_PENDING"):
             item.add_marker(pytest.mark.skip(reason=f"pending on josefk: {pending.args[0]}"))
-        elif kind == "kafka" and only is not None:
+        elif only is not None and (kind == "kafka" or config.getoption("mixed")):
             item.add_marker(pytest.mark.skip(reason=f"josefk only: {only.args[0]}"))
 
 
@@ -123,7 +141,7 @@ def cluster_fixture(
         cluster = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), chosen, timeout,
                           config=broker_config)
         try:
-            cluster.start()
+            cluster.start(first_controller(config))
             yield cluster
         finally:
             cluster.stop()
@@ -133,7 +151,7 @@ def cluster_fixture(
 
 
 cluster = cluster_fixture(
-    lambda config: dict.fromkeys(BROKER_IDS, target(config)),
+    broker_kinds,
     "Three brokers of the target kind (ids 1, 2, 3), shared by a module's tests.",
 )
 

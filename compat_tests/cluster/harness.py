@@ -458,10 +458,19 @@ class Cluster:
     def __getitem__(self, broker_id: int) -> ClusterBroker:
         return self.brokers[broker_id]
 
-    def start(self) -> None:
-        """Start every broker at once and wait until each is ready."""
-        with ThreadPoolExecutor(len(self.brokers)) as pool:
-            for future in [pool.submit(b.start) for b in self.brokers.values()]:
+    def start(self, controller: int | None = None) -> None:
+        """Start every broker at once and wait until each is ready; with ``controller``,
+        start that broker first and wait until it is the controller."""
+        rest = list(self.brokers.values())
+        if controller is not None:
+            first = self.brokers[controller]
+            rest.remove(first)
+            first.start()
+            wait_until(lambda: self.zk.exists("/controller") and
+                       self.controller_id() == controller, self.start_timeout,
+                       f"{first!r} to be the controller")
+        with ThreadPoolExecutor(len(rest)) as pool:
+            for future in [pool.submit(b.start) for b in rest]:
                 future.result()
 
     def stop(self) -> None:

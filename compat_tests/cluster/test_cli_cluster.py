@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ..test_cli import josefk
-from .conftest import cluster_fixture, target
+from .conftest import broker_kinds, cluster_fixture
 from .harness import (
     BROKER_IDS,
     Cluster,
@@ -24,7 +24,7 @@ ISR_TIMEOUT = REPLICA_LAG_MS / 1000 * 1.5 + 20
 
 
 cluster = cluster_fixture(
-    lambda config: dict.fromkeys(BROKER_IDS, target(config)),
+    broker_kinds,
     "Three brokers of the target kind that drop a silent follower from the ISR soon.",
     CONFIG)
 

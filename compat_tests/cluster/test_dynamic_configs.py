@@ -13,7 +13,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from ..test_java_tools import run_tool
-from .conftest import cluster_fixture, target
+from .conftest import broker_kinds, cluster_fixture
 from .harness import (
     BROKER_IDS,
     FAILOVER_TIMEOUT,
@@ -28,7 +28,7 @@ HOUR_MS = 3_600_000
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 # Retention checks every second, so a new default shows within the test's patience.
 cluster = cluster_fixture(
-    lambda config: dict.fromkeys(BROKER_IDS, target(config)),
+    broker_kinds,
     "Three brokers of the target kind that check retention every second.",
     broker_config={"log.retention.check.interval.ms": "1000"})
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ..chaos import disk
-from .conftest import need_jars, target
+from .conftest import broker_kinds, first_controller, need_jars
 from .harness import (
     BROKER_IDS,
     CLUSTER_START_TIMEOUT,
@@ -72,6 +72,7 @@ def disk_cluster_fixture(kinds: Callable[[pytest.Config], dict[int, str]],
     def fixture(request: pytest.FixtureRequest, zookeeper: ZooKeeperServer,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[DiskCluster]:
         chosen = kinds(request.config)
+        leader = first if first is not None else first_controller(request.config)
         need_jars(request.config, kafka="kafka" in chosen.values())
         timeout = max(CLUSTER_START_TIMEOUT[k] for k in chosen.values())
         cluster = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), chosen, timeout)
@@ -82,11 +83,11 @@ def disk_cluster_fixture(kinds: Callable[[pytest.Config], dict[int, str]],
                 data = cluster.home / f"broker-{broker_id}" / "data"
                 cluster.brokers[broker_id] = cluster.new_broker(
                     broker_id, kind, extra={"log.dirs": f"{data},{mount}"})
-            if first is not None:
-                cluster[first].start()
+            if leader is not None:
+                cluster[leader].start()
                 wait_until(lambda: cluster.zk.exists("/controller"), timeout, "a controller")
             for broker_id in chosen:
-                if broker_id != first:
+                if broker_id != leader:
                     cluster[broker_id].start()
             yield disks
         finally:
@@ -96,7 +97,7 @@ def disk_cluster_fixture(kinds: Callable[[pytest.Config], dict[int, str]],
     return pytest.fixture(scope="module", name="disks")(fixture)
 
 
-disks = disk_cluster_fixture(lambda config: dict.fromkeys(BROKER_IDS, target(config)))
+disks = disk_cluster_fixture(broker_kinds)
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from ..rawkafka import RawConnection
-from .conftest import cluster_fixture, target
+from .conftest import broker_kinds, cluster_fixture
 from .harness import BROKER_IDS, Cluster, partition_state, wait_until
 
 OFFSETS_PARTITIONS = 50
 RETRIABLE = {7, 14, 15, 16}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD/NOT_AVAILABLE, NOT_COORDINATOR
 cluster = cluster_fixture(
-    lambda config: dict.fromkeys(BROKER_IDS, target(config)),
+    broker_kinds,
     "Three brokers that give up on a commit after a second and keep slow followers.",
     {"offsets.commit.timeout.ms": "1000", "replica.lag.time.max.ms": "60000",
      "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)})

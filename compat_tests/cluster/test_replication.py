@@ -42,7 +42,7 @@ from kafka.structs import OffsetAndMetadata
 
 from ..clients import Got, Rec, confluent_consumer, kafka_python_consume, kafka_python_poll, produce
 from ..rawkafka import RawConnection
-from .conftest import cluster_fixture, target
+from .conftest import broker_kinds, cluster_fixture
 from .harness import (
     BROKER_IDS,
     KAFKA39_LIBS,
@@ -72,7 +72,7 @@ IN_SYNC_TIMEOUT = 60.0
 
 
 cluster = cluster_fixture(
-    lambda config: dict.fromkeys(BROKER_IDS, target(config)),
+    broker_kinds,
     "Three brokers of the target kind with this module's CONFIG.", CONFIG)
 
 

@@ -36,9 +36,8 @@ from ..conftest import free_port
 from ..rawkafka import RawConnection
 from ..security.clients import ROUND_TRIPS, Login, kafka_python_config
 from ..security.conftest import PLAIN_USERS, _jaas
-from .conftest import need_jars, target
+from .conftest import broker_kinds, first_controller, need_jars
 from .harness import (
-    BROKER_IDS,
     CLUSTER_START_TIMEOUT,
     Cluster,
     ZooKeeperServer,
@@ -81,14 +80,14 @@ def start_secure_cluster(request: pytest.FixtureRequest, zookeeper: ZooKeeperSer
         cluster.brokers[b] = cluster.new_broker(b, kinds[b], extra={
             "listeners": endpoints, "advertised.listeners": endpoints})
     cluster.sasl_ports = sasl  # type: ignore[attr-defined]
-    cluster.start()
+    cluster.start(first_controller(request.config))
     return cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(request: pytest.FixtureRequest, zookeeper: ZooKeeperServer,
             tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[Cluster]:
-    kinds = dict.fromkeys(BROKER_IDS, target(request.config))
+    kinds = broker_kinds(request.config)
     secured = start_secure_cluster(request, zookeeper, tmp_path_factory.mktemp("secure"),
                                    certs, kinds)
     try:

@@ -1,4 +1,5 @@
-"""The offset map's read of a batch: each keyed record's offset and key, and nothing else.
+"""The offset map's read of a batch: each keyed record's offset and key, and nothing else
+(and its value, for a group coordinator folding ``__consumer_offsets`` at load).
 
 The map is built from every record of the dirty section, so this loop bounds the
 cleaner's speed: it builds no record object, reads one-byte varints in line, and
@@ -11,12 +12,15 @@ from josefk.protocol.record_batch import CorruptRecordError, InvalidRecordError
 from josefk.protocol.varint import read_varint
 
 
-def keyed_records(data: bytes, count: int, base_offset: int) -> tuple[list[int], list[bytes]]:
+def keyed_records(data: bytes, count: int, base_offset: int,
+                  values: list[bytes | None] | None = None) -> tuple[list[int], list[bytes]]:
     """(offsets, keys) of the records with a key among the ``count`` records of ``data`` (a
-    batch's uncompressed record bytes); the count and the bytes must agree."""
+    batch's uncompressed record bytes); the count and the bytes must agree. With ``values``,
+    each keyed record's value (None for a tombstone) is appended to it as well."""
     offsets: list[int] = []
     keys: list[bytes] = []
     add_offset, add_key = offsets.append, keys.append
+    add_value = None if values is None else values.append
     pos = 0
     size = len(data)
     for _ in range(count):
@@ -53,8 +57,30 @@ def keyed_records(data: bytes, count: int, base_offset: int) -> tuple[list[int],
             key_len, pos = read_varint(data, pos)
         if key_len >= 0:
             add_offset(base_offset + offset_delta)
-            add_key(data[pos:pos + key_len])
+            pos += key_len
+            add_key(data[pos - key_len:pos])
+            if add_value is not None:
+                if pos < end and (b := data[pos]) < 0x80:  # a value under 64 bytes, a tombstone
+                    length = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                    if pos + length > end:
+                        raise CorruptRecordError("a record's value runs past the record")
+                    add_value(data[pos:pos + length] if length >= 0 else None)
+                else:
+                    add_value(_value(data, pos, end))
         pos = end
     if pos != size:
         raise InvalidRecordError("Incorrect declared batch size, records still remaining")
     return offsets, keys
+
+
+def _value(data: bytes, pos: int, end: int) -> bytes | None:
+    """The value whose length varint is at ``pos``, of a record ending at ``end``."""
+    if pos >= end:
+        raise CorruptRecordError("a record's key runs past the record")
+    length, pos = read_varint(data, pos)
+    if length < 0:
+        return None
+    if pos + length > end:
+        raise CorruptRecordError("a record's value runs past the record")
+    return data[pos:pos + length]

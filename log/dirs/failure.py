@@ -102,6 +102,7 @@ GUARDED = {
     "delete_expired_files": "deleting segments of",
     "replace_segments": "swapping cleaned segments into",
     "offset_for_timestamp": "reading",
+    "max_timestamp_offset": "reading",
     "collect_aborted_transactions": "reading",
     "aborted_transactions_in": "reading",
 }

@@ -245,6 +245,7 @@ BROKER_KEYS: Mapping[str, ConfigKey] = _table(
     K("group.consumer.max.heartbeat.interval.ms", INT, 15000, _at_least(1)),
     K("group.consumer.max.size", INT, INT32_MAX, _at_least(1)),
     K("group.consumer.assignment.interval.ms", INT, 1000, _at_least(0)),
+    K("group.consumer.regex.refresh.interval.ms", INT, 600000, _at_least(1)),
     K("group.consumer.min.assignment.interval.ms", INT, 0, _at_least(0)),
     K("group.consumer.max.assignment.interval.ms", INT, 15000, _at_least(0)),
     K("group.consumer.assignors", LIST, ["uniform", "range"],

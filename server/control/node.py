@@ -254,11 +254,12 @@ class ClusterNode:
                 continue
             manager = broker.log_manager
             if manager.is_offline(*info.key) or (
-                    partition is None and not info.is_new and manager.failures.offline_dirs
-                    and manager.get_log(*info.key) is None):
+                    partition is None and not manager.may_create(*info.key,
+                                                                 is_new=info.is_new)):
                 # Kafka's HostedPartition.Offline; nor does it make a replica's log afresh
-                # while a directory that may hold it is offline. The controller takes the
-                # replica offline.
+                # while a directory that may hold it is offline (it marks it offline). The
+                # controller takes the replica offline.
+                manager.mark_offline(*info.key)
                 errors[info.key] = KAFKA_STORAGE_ERROR
                 continue
             if partition is not None and (

@@ -18,10 +18,16 @@ from typing import TYPE_CHECKING, Any
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
+from josefk.protocol.error_codes import (
+    KAFKA_STORAGE_ERROR,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from josefk.protocol.messages import Request
 from josefk.server.network.zero_copy import Part
 
 if TYPE_CHECKING:
+    from josefk.cluster.partition import Partition
     from josefk.server.broker import Broker
 
 Response = Mapping[str, Any] | ApiMessage | Sequence[Part] | None
@@ -71,3 +77,16 @@ def handler(api_key: int) -> Handler:
     """The handler of ``api_key``, importing its module the first time."""
     module = importlib.import_module(f"{__name__}.{MODULES[api_key]}")
     return module.HANDLERS[api_key]
+
+
+def partition_or_error(broker: Broker, topic: str, index: int) -> Partition | int:
+    """The partition, or the error code of one not served here (Kafka's
+    ``getPartitionOrError``): KAFKA_STORAGE_ERROR in a failed log directory,
+    NOT_LEADER_OR_FOLLOWER when the cluster knows it, else UNKNOWN_TOPIC_OR_PARTITION."""
+    partition = broker.partition(topic, index)
+    if partition is not None:
+        return KAFKA_STORAGE_ERROR if getattr(partition.log, "offline", False) else partition
+    if broker.log_manager.is_offline(topic, index):
+        return KAFKA_STORAGE_ERROR
+    return (NOT_LEADER_OR_FOLLOWER if broker.partition_view(topic, index) is not None
+            else UNKNOWN_TOPIC_OR_PARTITION)

@@ -17,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 import trio
 from kafka.protocol.api_key import ApiKey
 
-from josefk.protocol.error_codes import FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER
+from josefk.protocol.error_codes import (
+    FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR,
+    NOT_LEADER_OR_FOLLOWER,
+)
 from josefk.protocol.fetch_response import FetchedTopic, NodeEndpoint, encode_fetch_response
 from josefk.protocol.messages import Request
 from josefk.server.handlers import Response
@@ -153,6 +157,8 @@ def _encode(broker: Broker, request: Request, reads: list[PartitionRead], sessio
     version = request.api_version
     v13 = version >= 13
     for r in reads:
+        if r.error_code == KAFKA_STORAGE_ERROR and version <= 5:
+            r.error_code = NOT_LEADER_OR_FOLLOWER  # Kafka's answer to clients that predate it
         key = (r.topic_id, r.topic) if v13 else r.topic
         if current is None or current[0] != key:
             current = (key, [])

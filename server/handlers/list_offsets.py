@@ -9,15 +9,15 @@ from kafka.protocol.consumer import ListOffsetsResponse
 
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.cluster.security.acls import AclOperation
+from josefk.log.errors import StorageError
 from josefk.protocol.error_codes import (
     INVALID_REQUEST,
     NOT_LEADER_OR_FOLLOWER,
     TOPIC_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_OR_PARTITION,
     UNSUPPORTED_VERSION,
 )
 from josefk.protocol.messages import Request
-from josefk.server.handlers import Response
+from josefk.server.handlers import Response, partition_or_error
 from josefk.server.security.checks import split_topics
 
 if TYPE_CHECKING:
@@ -88,16 +88,21 @@ def _timestamp_unsupported(timestamp: int, version: int) -> bool:
 
 def _lookup(broker: Broker, topic: str, index: int, timestamp: int, epoch: int,
             read_committed: bool, follower: bool = False) -> dict[str, Any]:
-    partition = broker.partition(topic, index)
-    if partition is None:
-        return _error(UNKNOWN_TOPIC_OR_PARTITION)
+    # Kafka's getPartitionOrException: a partition in a failed log directory answers
+    # KAFKA_STORAGE_ERROR whatever is asked, before leadership or epochs are looked at.
+    partition = partition_or_error(broker, topic, index)
+    if isinstance(partition, int):
+        return _error(partition)
     if not partition.is_leader:
         return _error(NOT_LEADER_OR_FOLLOWER)
     try:
         partition.check_leader_epoch(epoch)
     except PartitionError as e:
         return _error(e.error_code)
-    found = offset_for(partition, timestamp, read_committed, follower)
+    try:
+        found = offset_for(partition, timestamp, read_committed, follower)
+    except StorageError as e:  # its directory failed just now (logged where it happened)
+        return _error(e.error_code)
     if found is None:
         # No record at or after the timestamp: offset -1 and no error (Spark relies on it).
         return {"error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}

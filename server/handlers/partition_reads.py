@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from josefk.cluster.partition import PartitionError
 from josefk.log.errors import StorageError
-from josefk.log.log import OffsetOutOfRangeError
+from josefk.log.log import EMPTY_SLICE, OffsetOutOfRangeError
 from josefk.protocol.error_codes import (
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_ID,
-    UNKNOWN_TOPIC_OR_PARTITION,
 )
+from josefk.server.handlers import partition_or_error
 from josefk.server.network.zero_copy import FileRegion
 
 if TYPE_CHECKING:
@@ -80,18 +80,21 @@ def requested(broker: Broker, body: Any, version: int) -> list[PartitionRead]:
     """The partitions asked for, each once: a partition named again replaces the earlier
     ask in its place (Kafka reads the request into a map)."""
     reads: dict[tuple[Any, int], PartitionRead] = {}
+    epochs, last_epochs = version >= 9, version >= 12
     for topic in body.topics:
         if version >= 13:
             topic_id = topic.topic_id
             name = broker.topic_name_for_id(topic_id)
         else:
             topic_id, name = None, topic.topic
+        key = topic_id or name
+        # Positional: ten thousand partitions a request (topic, topic_id, index,
+        # fetch_offset, max_bytes, leader_epoch, last_fetched_epoch).
         for p in topic.partitions:
-            reads[(topic_id or name, p.partition)] = PartitionRead(
-                topic=name, topic_id=topic_id, index=p.partition, fetch_offset=p.fetch_offset,
-                max_bytes=p.partition_max_bytes,
-                leader_epoch=p.current_leader_epoch if version >= 9 else -1,
-                last_fetched_epoch=p.last_fetched_epoch if version >= 12 else -1)
+            reads[(key, p.partition)] = PartitionRead(
+                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                p.current_leader_epoch if epochs else -1,
+                p.last_fetched_epoch if last_epochs else -1)
     return list(reads.values())
 
 
@@ -117,12 +120,14 @@ def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
     if r.topic is None:
         r.error_code = UNKNOWN_TOPIC_ID
         return 0
-    partition = broker.partition(r.topic, r.index)
-    if partition is None:
-        r.error_code = UNKNOWN_TOPIC_OR_PARTITION
+    partition = partition_or_error(broker, r.topic, r.index)
+    if isinstance(partition, int):
+        r.error_code = partition
         return 0
-    if r.topic_id is not None and r.topic_id != partition.topic_id:
+    if r.topic_id is not None and (partition.topic_id is None
+                                   or r.topic_id.int != partition.topic_id.int):
         # Named by the id of a topic since deleted and made again under its name.
+        # (Compared as ints: UUID.__eq__ is a Python call, once per partition.)
         r.error_code = UNKNOWN_TOPIC_ID
         return 0
     if not partition.is_leader:
@@ -150,14 +155,19 @@ def _read_one(broker: Broker, r: PartitionRead, limit: int, min_one: bool,
         upper = r.last_stable_offset
         r.aborted = []
     r.upper = upper
-    try:
-        # Whole first batch: when it does not fit the limit (and need not), nothing is
-        # sent, not its first bytes, as Kafka replaces an incomplete first entry with an
-        # empty one (a consumer given only part of a batch cannot make progress).
-        piece = log.read(r.fetch_offset, limit, max_offset=upper, min_one_message=True)
-    except OffsetOutOfRangeError:
-        r.error_code = OFFSET_OUT_OF_RANGE
-        return 0
+    if r.log_start_offset <= r.fetch_offset and upper <= r.fetch_offset <= log.log_end_offset:
+        # Nothing past where this fetcher may read: what log.read answers, without
+        # looking at a file (most partitions of a wide fetch, most of the time).
+        piece = EMPTY_SLICE
+    else:
+        try:
+            # Whole first batch: when it does not fit the limit (and need not), nothing is
+            # sent, not its first bytes, as Kafka replaces an incomplete first entry with an
+            # empty one (a consumer given only part of a batch cannot make progress).
+            piece = log.read(r.fetch_offset, limit, max_offset=upper, min_one_message=True)
+        except OffsetOutOfRangeError:
+            r.error_code = OFFSET_OUT_OF_RANGE
+            return 0
     if replica >= 0:
         broker.on_follower_fetch(partition, replica, r.fetch_offset)
         r.high_watermark = log.high_watermark

@@ -27,14 +27,13 @@ from josefk.protocol.error_codes import (
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_ID,
-    UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.header import Buffer
 from josefk.protocol.messages import Request
 from josefk.protocol.produce_request import TOPIC_ID_VERSION, ProduceRequestData
 from josefk.protocol.produce_response import PartitionResult, encode_produce_response
 from josefk.protocol.record_batch import RecordBatchError
-from josefk.server.handlers import Response
+from josefk.server.handlers import Response, partition_or_error
 from josefk.server.network.connection import CloseConnection
 from josefk.server.security.checks import produce_denied_topics
 from josefk.server.transactions.verification import (
@@ -210,7 +209,7 @@ def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks
     Internal topics take appends only from ``__admin_client`` (Kafka's
     ``ReplicaManager.appendToLocalLog``): anyone else could forge committed offsets or
     coordinator state."""
-    partition = broker.partition(topic, index)
+    partition = partition_or_error(broker, topic, index)
     if guard is not None:
         verifier = broker.txn_verifier
         holds = verifier.holds(guard.partition, guard.producer_id, guard.token)
@@ -218,8 +217,8 @@ def _append(broker: Broker, topic: str, index: int, records: Buffer | None, acks
         if not holds:
             # A marker ended the transaction while the coordinator was asked.
             return _refused(index, INVALID_TXN_STATE), None
-    if partition is None:
-        return PartitionResult(index, UNKNOWN_TOPIC_OR_PARTITION), None
+    if isinstance(partition, int):  # not served here
+        return PartitionResult(index, partition), None
     if topic in INTERNAL_TOPICS and not internal_allowed:
         logger.info("produce to internal topic %s-%d refused", topic, index)
         return PartitionResult(index, INVALID_TOPIC_EXCEPTION), None

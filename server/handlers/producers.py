@@ -13,10 +13,9 @@ from josefk.protocol.error_codes import (
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     TOPIC_AUTHORIZATION_FAILED,
-    UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.messages import Request
-from josefk.server.handlers import Response
+from josefk.server.handlers import Response, partition_or_error
 from josefk.server.security.checks import ERROR_MESSAGES
 
 if TYPE_CHECKING:
@@ -45,11 +44,9 @@ def _refused(index: int) -> Any:
 
 
 def _partition(broker: Broker, topic: str, index: int) -> Any:
-    partition = broker.partition(topic, index)
-    if partition is None:
-        code = (NOT_LEADER_OR_FOLLOWER if broker.partition_view(topic, index) is not None
-                else UNKNOWN_TOPIC_OR_PARTITION)
-        return PartitionResp(partition_index=index, error_code=code, error_message=None,
+    partition = partition_or_error(broker, topic, index)
+    if isinstance(partition, int):
+        return PartitionResp(partition_index=index, error_code=partition, error_message=None,
                              active_producers=[])
     if not partition.is_leader:
         return PartitionResp(partition_index=index, error_code=NOT_LEADER_OR_FOLLOWER,

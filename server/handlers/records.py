@@ -18,6 +18,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 from josefk.cluster.metadata.store import INTERNAL_TOPICS
 from josefk.cluster.partition import Partition, PartitionError
 from josefk.cluster.security.acls import AclOperation, ResourceType
+from josefk.log.errors import StorageError
 from josefk.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.error_codes import (
@@ -34,7 +35,7 @@ from josefk.protocol.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from josefk.protocol.messages import Request
-from josefk.server.handlers import Response
+from josefk.server.handlers import Response, partition_or_error
 from josefk.server.security.checks import split_topics
 
 if TYPE_CHECKING:
@@ -85,8 +86,10 @@ def delete_records(broker: Broker, topic: str, index: int, offset: int) -> tuple
         return INVALID_LOW_WATERMARK, UNKNOWN_TOPIC_OR_PARTITION
     if topic in INTERNAL_TOPICS:
         return INVALID_LOW_WATERMARK, INVALID_TOPIC_EXCEPTION
-    partition = broker.partition(topic, index)
-    if partition is None or not partition.is_leader:
+    partition = partition_or_error(broker, topic, index)
+    if isinstance(partition, int):
+        return INVALID_LOW_WATERMARK, partition
+    if not partition.is_leader:
         return INVALID_LOW_WATERMARK, NOT_LEADER_OR_FOLLOWER
     log = partition.log
     if not log.config.delete:
@@ -96,6 +99,8 @@ def delete_records(broker: Broker, topic: str, index: int, offset: int) -> tuple
         return INVALID_LOW_WATERMARK, OFFSET_OUT_OF_RANGE
     try:
         log.delete_records(target)
+    except StorageError as e:  # its directory failed just now (logged where it happened)
+        return INVALID_LOW_WATERMARK, e.error_code
     except OffsetOutOfRangeError as e:
         logger.info("DeleteRecords on %s-%d: %s", topic, index, e)
         return INVALID_LOW_WATERMARK, OFFSET_OUT_OF_RANGE
@@ -136,7 +141,7 @@ async def handle_offset_for_leader_epoch(broker: Broker, request: Request) -> Re
 def epoch_end_offset(broker: Broker, topic: str, index: int, current_leader_epoch: int,
                      leader_epoch: int) -> dict[str, Any]:
     """The fields of one partition's EpochEndOffset (Kafka's Partition.lastOffsetForLeaderEpoch)."""
-    partition = _hosted(broker, topic, index)
+    partition = partition_or_error(broker, topic, index)
     if isinstance(partition, int):
         return _epoch_error(partition)
     try:
@@ -175,16 +180,6 @@ def end_offset_for(partition: Partition, epoch: int) -> tuple[int, int]:
 
 def _epoch_error(code: int) -> dict[str, Any]:
     return {"error_code": code, "leader_epoch": UNDEFINED_EPOCH, "end_offset": UNDEFINED_OFFSET}
-
-
-def _hosted(broker: Broker, topic: str, index: int) -> Partition | int:
-    """The partition, or the error code for one this broker does not host."""
-    partition = broker.partition(topic, index)
-    if partition is not None:
-        return partition
-    stored = broker.store.get(topic)
-    known = stored is not None and index in stored.partitions
-    return NOT_LEADER_OR_FOLLOWER if known else UNKNOWN_TOPIC_OR_PARTITION
 
 
 # --- DescribeLogDirs ---------------------------------------------------------------------

@@ -6,7 +6,6 @@ import contextlib
 import logging
 import struct
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Protocol
@@ -22,6 +21,7 @@ from josefk.protocol.messages import (
     decode_request,
     encode_response,
 )
+from josefk.server.network.liveness import HangupWatch, IdleConnections
 from josefk.server.network.transport import HandshakeError, PlainTransport, TlsTransport
 from josefk.server.network.zero_copy import FileRegion, Part
 from josefk.server.security.authentication import Answer, Authenticator, SaslStateError
@@ -76,50 +76,6 @@ class CloseConnection(Exception):
     """A handler's verdict that the client must be disconnected (e.g. acks=0 errors)."""
 
 
-class IdleConnections:
-    """Kafka's IdleExpiryManager: the open connections, least recently active first.
-
-    One task closes those idle longer than ``connections.max.idle.ms`` (negative: never).
-    A deadline per receive would do it too, but with thousands of idle connections
-    trio's deadline heap fills with stale entries, and their garbage-collection cost
-    shows in every other client's latency.
-    """
-
-    def __init__(self, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-        self._lru: OrderedDict[Connection, None] = OrderedDict()
-
-    def add(self, connection: Connection) -> None:
-        self._lru[connection] = None
-
-    def touch(self, connection: Connection) -> None:
-        connection.last_active = time.monotonic()
-        self._lru.move_to_end(connection)
-
-    def remove(self, connection: Connection) -> None:
-        self._lru.pop(connection, None)
-
-    def least_active(self) -> list[Connection]:
-        """Every connection, least recently active first."""
-        return list(self._lru)
-
-    async def run(self) -> None:
-        if self.timeout_s < 0:
-            return
-        while True:
-            await trio.sleep(min(1.0, self.timeout_s / 2))
-            oldest = time.monotonic() - self.timeout_s
-            expired = []
-            for connection in self._lru:
-                if connection.last_active > oldest:
-                    break
-                expired.append(connection)
-            for connection in expired:
-                logger.info("closing idle connection from %s", connection.peer)
-                self.remove(connection)
-                connection.close()
-
-
 class Connection:
     """Serves one socket until the peer leaves, misbehaves, or idles out.
 
@@ -131,8 +87,10 @@ class Connection:
                  max_request_size: int, idle: IdleConnections,
                  scratch: bytearray | None = None,
                  security: ListenerSecurity = PLAINTEXT,
-                 observer: RequestObserver | None = None) -> None:
+                 observer: RequestObserver | None = None,
+                 hangups: HangupWatch | None = None) -> None:
         self.stream = stream
+        self.hangups = hangups
         self.observer = observer
         self.security = security
         self.max_request_size = max_request_size
@@ -162,6 +120,10 @@ class Connection:
     @property
     def closing(self) -> bool:
         return self._scope.cancel_called
+
+    @property
+    def socket(self) -> trio.socket.SocketType:
+        return self.stream.socket
 
     def close(self) -> None:
         """Disconnect the peer (what is queued is still flushed, briefly)."""
@@ -307,6 +269,17 @@ class Connection:
                 await self._answer(request, self._sasl(auth, request))
                 return
             auth.admit(request.api_key)
+        hangups = self.hangups
+        if hangups is not None:
+            # Nothing is read meanwhile: the watch notices a client that leaves.
+            hangups.waiting(self)
+        try:
+            await self._dispatch(request)
+        finally:
+            if hangups is not None:
+                hangups.answered(self)
+
+    async def _dispatch(self, request: Request) -> None:
         observer = self.observer
         if observer is None:
             parts = await self.dispatch(request)

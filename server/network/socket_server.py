@@ -14,13 +14,9 @@ import trio
 from josefk.protocol.framing import RECEIVE_SIZE
 from josefk.server.config.broker import BrokerConfig
 from josefk.server.network.acceptor import Acceptor
-from josefk.server.network.connection import (
-    Connection,
-    Dispatch,
-    IdleConnections,
-    RequestObserver,
-)
+from josefk.server.network.connection import Connection, Dispatch, RequestObserver
 from josefk.server.network.ip_rates import IpConnectionRates
+from josefk.server.network.liveness import HangupWatch, IdleConnections
 from josefk.server.network.quotas import ConnectionQuotas, TooManyConnections, ip_of
 from josefk.server.security.listener import ListenerSecurity
 
@@ -61,7 +57,9 @@ class SocketServer:
         self.bound_ports: list[int] = []
         self.quotas: ConnectionQuotas | None = None
         self.ip_rates: IpConnectionRates | None = None
-        self.idle_connections = IdleConnections(config.connections_max_idle_ms / 1000)
+        self.idle_connections = IdleConnections[Connection](
+            config.connections_max_idle_ms / 1000)
+        self.hangups = HangupWatch()
         # Every connection receives into this one buffer (they all run in this broker's
         # trio thread), so an idle connection holds no receive buffer of its own.
         self._receive_buffer = bytearray(RECEIVE_SIZE)
@@ -83,6 +81,7 @@ class SocketServer:
                 bound.setdefault(listener.name, self.bound_ports[-1])
                 nursery.start_soon(self._accept, listener.name, sock_listener, nursery)
         nursery.start_soon(self.idle_connections.run)
+        nursery.start_soon(self.hangups.run)
         return bound
 
     def _set_receive_buffer(self, listener: trio.SocketListener) -> None:
@@ -177,7 +176,7 @@ class SocketServer:
         connection = Connection(stream, self._dispatch, self._enabled,
                                 self.config.socket_request_max_bytes, self.idle_connections,
                                 self._receive_buffer, self._listener_security[listener],
-                                observer=timer)
+                                observer=timer, hangups=self.hangups)
         self.connection_listeners[connection] = listener
         try:
             await connection.serve()

@@ -63,8 +63,23 @@ def test_leader_during_delete_removes_partitions_and_topic_ids() -> None:
                               {"t": T, "u": U}))
     assert sorted(deleted) == [("t", 1), ("u", 0)]
     assert cache.topics() == [] and cache.topic_ids == {}
+    assert cache.topic_name(T) is None and cache.topic_name(U) is None
     # Deleting what the cache does not know is reported and harmless.
     assert cache.update(um((info("x", 0, leader=-2),), (B1,), {})) == [("x", 0)]
+
+
+def test_topic_ids_name_their_topic_until_it_is_deleted_or_recreated() -> None:
+    cache = MetadataCache()
+    cache.update(um((info("t", 0), info("u", 0)), (B1,), {"t": T, "u": U}))
+    assert (cache.topic_name(T), cache.topic_name(U)) == ("t", "u")
+    assert cache.topic_name(uuid.UUID(int=9)) is None
+    # "t" deleted and created again: the new id names it, the old one nothing.
+    cache.update(um((info("t", 0, leader=-2),), (B1,), {"t": T}))
+    recreated = uuid.UUID(int=10)
+    cache.update(um((info("t", 0), info("t", 1)), (B1,), {"t": recreated}))
+    assert cache.topic_name(T) is None and cache.topic_name(recreated) == "t"
+    assert [i.partition for i in cache.topic_partitions("t")] == [0, 1]
+    assert cache.topics() == ["t", "u"]
 
 
 async def test_wait_changed_wakes_on_every_update() -> None:

@@ -39,6 +39,17 @@ def test_keys_and_offsets_as_kafka_python_reads_them(records, base):
     assert all(type(k) is bytes for k in keys)
 
 
+@settings(max_examples=60, deadline=None)
+@given(records_st, st.integers(min_value=0, max_value=1 << 40))
+def test_values_as_kafka_python_reads_them(records, base):
+    """The group coordinator's load reads each keyed record's value too."""
+    raw = batch(records, base)
+    expected = [(r.offset, r.key, r.value) for r in DefaultRecordBatch(raw) if r.key is not None]
+    values: list[bytes | None] = []
+    offsets, keys = keyed_records(raw[HEADER_SIZE:], len(records), base, values)
+    assert list(zip(offsets, keys, values, strict=True)) == expected
+
+
 def test_count_and_bytes_must_agree():
     raw = batch([(b"k", b"v", 0), (b"k2", None, 1)], 0)
     with pytest.raises(InvalidRecordError):

@@ -30,13 +30,9 @@ OFFLINE_DIRS = "kafka_log_logmanager_offlinelogdirectorycount"
 
 @pytest.fixture
 def eio(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    backing, mount = tmp_path / "backing", tmp_path / "eio"
-    process = disk.mount_eio_fs(backing, mount)
-    try:
-        yield backing, mount
-    finally:
-        disk.set_eio(backing, False)
-        disk.unmount_eio_fs(mount, process)
+    """(the backing directory, the EIO-on-demand file system over it)."""
+    with disk.eio_fs(tmp_path) as dirs:
+        yield dirs
 
 
 @pytest.fixture

@@ -85,6 +85,8 @@ class GroupCoordinator:
             assignment_interval_ms=values.get("group.consumer.assignment.interval.ms", 1000),
             assignors=configured(values.get("group.consumer.assignors") or ["uniform", "range"]),
             migration_policy=values.get("group.consumer.migration.policy", "bidirectional"),
+            regex_refresh_interval_ms=values.get("group.consumer.regex.refresh.interval.ms",
+                                                 600_000),
             classic_max_size=self.config.max_size)
         self.groups = Groups(self.config, clock, ConsumerGroups(consumer, clock, broker.store))
         self.partitions = OffsetsPartitions(

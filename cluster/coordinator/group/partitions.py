@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from kafka.errors import KafkaError
-
 from josefk.cluster.coordinator.group.api import (
     Error,
     Result,
@@ -22,31 +20,23 @@ from josefk.cluster.coordinator.group.api import (
 )
 from josefk.cluster.coordinator.group.groups import Groups
 from josefk.cluster.coordinator.group.host import CoordinatorHost
-from josefk.cluster.coordinator.group.records import (
-    Record,
-    decode_key,
-    decode_value,
-    encode_record,
-)
+from josefk.cluster.coordinator.group.load import load_log
+from josefk.cluster.coordinator.group.records import Record, encode_record
 from josefk.cluster.coordinator.records import (
     OFFSETS_TOPIC,
     RecordFormatError,
     build_batch,
-    control_is_commit,
     partition_for,
-    read_batches,
 )
 from josefk.cluster.metadata.errors import ClusterError
 from josefk.cluster.metadata.store import BrokerInfo
 from josefk.cluster.partition import PartitionError
-from josefk.log.log import OffsetOutOfRangeError
 from josefk.protocol.record_batch import HEADER_SIZE, RecordBatchError
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 RECORD_OVERHEAD = 32  # a record's framing in a batch, generously
-LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size's default
 
 
 class OffsetsPartitions:
@@ -136,9 +126,9 @@ class OffsetsPartitions:
         for p in self.led_partitions():
             self.load(p, wake=False)
         if self.loaded:
-            logger.info("loaded %d groups from %d %s partitions",
+            logger.info("loaded %d groups from %d %s partitions in %.0f ms",
                         len(self.groups.groups) + len(self.groups.consumer.groups),
-                        len(self.loaded), OFFSETS_TOPIC)
+                        len(self.loaded), OFFSETS_TOPIC, sum(self.load_times_ms.values()))
 
     def on_leadership_change(self) -> None:
         """Follow leadership of ``__consumer_offsets``: load the partitions this broker
@@ -160,41 +150,15 @@ class OffsetsPartitions:
 
     def load(self, p: int, *, wake: bool = True) -> None:
         """Replay partition ``p`` from its log start to its end (transactional records
-        count once their commit marker is read; aborted or open ones never do)."""
+        count once their commit marker is read; aborted or open ones never do), each
+        superseded plain offset commit left out (:mod:`.load`)."""
         partition = self.broker.partition(OFFSETS_TOPIC, p)
         if partition is None:
             return
-        log = partition.log
         self.loading.add(p)
         started = time.monotonic()
-        touched: set[str] = set()
-        in_partition = self.in_partition(p)
         try:
-            offset, end = log.log_start_offset, log.log_end_offset
-            while offset < end:
-                data = log.read(offset, LOAD_BUFFER_BYTES, max_offset=end).read_bytes()
-                before = offset
-                for header, records in read_batches(data):
-                    offset = header.next_offset
-                    if header.is_control:
-                        for rec in records:
-                            commit = control_is_commit(rec.key)
-                            if commit is not None:
-                                self.groups.replay_txn_marker(header.producer_id, commit,
-                                                              in_partition)
-                        continue
-                    # A transaction's offsets stay pending until its marker is read (or
-                    # after the log end, while it is still open).
-                    producer_id = header.producer_id if header.is_transactional else -1
-                    for rec in records:
-                        record = _decode(rec.key, rec.value, p, rec.offset)
-                        if record is not None:
-                            self.groups.replay(record, rec.offset, producer_id)
-                            touched.add(record[0].group)
-                if offset == before:
-                    break  # nothing whole could be read
-        except (RecordBatchError, OffsetOutOfRangeError, KafkaError, OSError, ValueError) as e:
-            logger.error("loading %s-%d stopped at offset %d: %s", OFFSETS_TOPIC, p, offset, e)
+            touched = load_log(partition.log, self.groups, self.in_partition(p), p)
         finally:
             self.loading.discard(p)
         self.loaded.add(p)
@@ -258,20 +222,6 @@ class OffsetsPartitions:
             if error is not Error.NONE:
                 logger.warning("could not write %d group records: %s", len(part_records),
                                error.name)
-
-
-def _decode(key: bytes | None, value: bytes | None, p: int, offset: int) -> Record | None:
-    if key is None:
-        return None
-    try:
-        decoded = decode_key(key)
-        if decoded is None:
-            return None
-        return decoded, decode_value(decoded, value)
-    except (RecordFormatError, UnicodeDecodeError) as e:
-        logger.warning("skipping undecodable record at %s-%d offset %d: %s", OFFSETS_TOPIC, p,
-                       offset, e)
-        return None
 
 
 def _chunks(records: Sequence[Record], limit: int

@@ -20,10 +20,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 
 import trio
-from kafka.errors import KafkaError
 
 from josefk.cluster.background import every, failures_logged
-from josefk.cluster.coordinator.records import build_batch, read_batches
+from josefk.cluster.coordinator.records import build_batch, keys_and_values, log_batches
 from josefk.cluster.coordinator.transaction.coordinator import TxnCoordinator
 from josefk.cluster.coordinator.transaction.effects import (
     Decision,
@@ -332,20 +331,18 @@ async def _guarded(task: Callable[[], Awaitable[None]]) -> None:
 
 
 def _read_records(log: Log, p: int, buffer: int) -> list[tuple[bytes | None, bytes | None]]:
-    """Every (key, value) of a partition's data batches, from its log start to its end."""
-    out: list[tuple[bytes | None, bytes | None]] = []
-    offset, end = log.log_start_offset, log.log_end_offset
+    """The last (key, value) of each key of a partition's data batches, from its log start
+    to its end: what replaying every record leaves (the last record per id wins), without
+    decoding the superseded ones."""
+    last: dict[bytes, bytes | None] = {}
+    offset = log.log_start_offset
     try:
-        while offset < end:
-            data = log.read(offset, buffer, max_offset=end).read_bytes()
-            before = offset
-            for header, records in read_batches(data):
-                offset = header.next_offset
-                if not header.is_control:
-                    out.extend((r.key, r.value) for r in records)
-            if offset == before:
-                break
-    except (RecordBatchError, OffsetOutOfRangeError, KafkaError, OSError, ValueError) as e:
+        for header, batch in log_batches(log, buffer):
+            if not header.is_control:
+                _, keys, values = keys_and_values(batch, header)
+                last.update(zip(keys, values, strict=True))
+            offset = header.next_offset
+    except (RecordBatchError, OffsetOutOfRangeError, OSError, ValueError, IndexError) as e:
         logger.error("loading %s-%d stopped at offset %d: %s", TRANSACTION_STATE_TOPIC, p,
                      offset, e)
-    return out
+    return list(last.items())

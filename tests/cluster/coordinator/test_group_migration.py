@@ -308,6 +308,40 @@ def test_a_classic_member_leaving_a_consumer_group_bumps_its_epoch() -> None:
         Error.UNKNOWN_MEMBER_ID
 
 
+def test_a_static_classic_member_rejoining_without_its_id_replaces_the_old_one() -> None:
+    """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: the instance joins under a new
+    member id with the old one's assignment; the old id is fenced from then on."""
+    h = Mixed()
+    h.classic_group()
+    h.upgrade()
+
+    def join(member_id: str, instance_id: str) -> JoinResult:
+        group = h.groups.consumer.get("g")
+        result = h.groups.consumer.classic.join(group, JoinRequest(
+            "g", member_id, instance_id, "consumer", (("range", subscription()),), 10000,
+            30000, api_version=5))
+        h.write(result.records)
+        if result.on_success is not None:
+            result.on_success()
+        return result.response
+
+    first = join("", "instance-1")
+    assert first.error is Error.NONE
+    second = join("", "instance-1")
+    assert second.error is Error.NONE and second.member_id != first.member_id
+    group = h.groups.consumer.get("g")
+    assert first.member_id not in group.members
+    replaced = group.members[second.member_id]
+    assert replaced.instance_id == "instance-1" and replaced.member_epoch > 0
+    assert replaced.classic is not None and replaced.subscribed_topic_names == ("t",)
+    assert h.groups.consumer.classic.heartbeat(group, first.member_id, "instance-1",
+                                               first.generation_id) is \
+        Error.FENCED_INSTANCE_ID
+    assert join(first.member_id, "instance-1").error is Error.FENCED_INSTANCE_ID
+    assert join("someone", "instance-2").error is Error.UNKNOWN_MEMBER_ID
+    assert join(second.member_id, "instance-1").error is Error.NONE
+
+
 def test_classic_members_that_stop_heartbeating_are_fenced_after_their_session() -> None:
     h = Mixed()
     leader, other = h.classic_group()

@@ -75,10 +75,7 @@ class ClassicMembers:
             sub = subscription(req.protocols[0][1])
         except Malformed as e:
             raise Refused(Error.INCONSISTENT_GROUP_PROTOCOL) from e
-        existing = group.members.get(member_id) if req.group_instance_id is None else \
-            group.static_member(req.group_instance_id)
-        if existing is not None and existing.member_id != member_id and not unknown:
-            raise Refused(Error.FENCED_INSTANCE_ID)
+        existing = self._joining(group, member_id, req.group_instance_id, unknown)
         owned = by_topic_id(((t.topic, t.partitions)
                              for t in getattr(sub, "owned_partitions", None) or ()), image)
         beat = Heartbeat(group, config, image, self.groups.clock())
@@ -101,6 +98,23 @@ class ClassicMembers:
             timers.sync = now + req.rebalance_timeout_ms
 
         return Result(beat.records, result, on_success=joined)
+
+    @staticmethod
+    def _joining(group: ConsumerGroup, member_id: str, instance_id: str | None,
+                 unknown: bool) -> ConsumerMember | None:
+        """The member a JoinGroup continues, None for a new one (Kafka's
+        getOrMaybeSubscribe...Member): a static member joining without its member id
+        replaces the one of its instance id under the new id (the old one is fenced)."""
+        if instance_id is None:
+            return group.members.get(member_id)
+        existing = group.static_member(instance_id)
+        if unknown:
+            return None
+        if existing is None:
+            raise Refused(Error.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise Refused(Error.FENCED_INSTANCE_ID)
+        return existing
 
     # --- SyncGroup, Heartbeat ---------------------------------------------------------------
 

@@ -149,7 +149,10 @@ class Heartbeat:
                 return ConsumerMember(member_id, instance_id=req.instance_id), True
             if existing.member_id == member_id:
                 return existing, False
-            if existing.member_epoch != STATIC_LEAVE_EPOCH:
+            # Kafka lets a static member of either protocol replace a classic one at once;
+            # two consumer-protocol ones only after the old one left.
+            if existing.member_epoch != STATIC_LEAVE_EPOCH and req.classic is None \
+                    and existing.classic is None:
                 raise Refused(Error.UNRELEASED_INSTANCE_ID, f"Static member {existing.member_id}"
                               f" with instance id {req.instance_id} is present in the group.")
             return self._replace_static(existing, member_id), False

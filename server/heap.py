@@ -1,0 +1,67 @@
+"""Keep the broker's long-lived objects out of CPython's full garbage collections.
+
+CPython's cyclic collector runs a full collection whenever the objects that survived
+into its oldest generation since the last one exceed a quarter of those it holds, and
+a full collection walks every tracked object. A broker's state is tracked objects that
+live as long as it does, about 40 per partition (its log, segment, indexes, producer
+state, paths): at 10,000 partitions some 390,000 objects and two million references,
+0.45 s of CPU per full collection on the development VM. A Fetch naming every one of
+those partitions keeps tens of thousands of objects alive for as long as it runs, long
+enough to reach the oldest generation: a full collection every few such requests, a
+quarter of the broker's CPU in the scale bench's fetch (bench/results/scale/issue31).
+
+``gc.freeze()`` moves every live object into a permanent generation that collections
+skip. The broker freezes once started, then refreezes whenever the oldest generation
+has grown by half the frozen count (new partitions): unfreeze, collect, freeze, so the
+garbage among formerly frozen objects (a deleted topic's partitions) is reclaimed at
+each step. That is one full collection per growth step instead of one every few
+requests. Only a broker serving from the main thread (``josefk serve``) does it; one
+embedded in a test process on a thread of its own (the pytest plugin) leaves that
+process's collector alone. The broker unfreezes when it stops.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+
+import trio
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between looks at the oldest generation (a look lists it: ~1 ms per 100,000).
+CHECK_S = 10.0
+#: Below this many objects grown since the last freeze, never refreeze.
+MIN_GROWTH = 50_000
+
+
+def refreeze() -> int:
+    """Collect everything, then freeze what is alive; the frozen count."""
+    began = time.monotonic()
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    logger.debug("froze %d objects in %.3f s", frozen, time.monotonic() - began)
+    return frozen
+
+
+def needs_refreeze(grown: int, frozen: int) -> bool:
+    """Has the oldest generation grown enough since the last freeze to pay a collection?"""
+    return grown >= max(MIN_GROWTH, frozen // 2)
+
+
+async def keep_frozen(check_s: float = CHECK_S) -> None:
+    """Freeze now and refreeze as the broker grows, until cancelled (then unfreeze)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        frozen = refreeze()
+        while True:
+            await trio.sleep(check_s)
+            if needs_refreeze(len(gc.get_objects(generation=2)), frozen):
+                frozen = refreeze()
+    finally:
+        gc.unfreeze()
