@@ -297,6 +297,8 @@ class ProducerStateManager:
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest transaction undecided or decided above the HW."""
+        if not self.ongoing and not self.unreplicated:  # the common case, on every fetch
+            return None
         return min((*self.ongoing, *self.unreplicated), default=None)
 
     @property

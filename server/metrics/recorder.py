@@ -154,11 +154,12 @@ class Recorder:
         name = self.api_names.get(request.api_key, str(request.api_key))
         if name == "Fetch":
             body = request.body
-            replica = getattr(body, "replica_id", None)
-            if replica is None:
-                state = getattr(body, "replica_state", None)
-                replica = state.replica_id if state is not None else -1
-            return "FetchFollower" if replica >= 0 else "FetchConsumer"
+            # Up to v14 the replica id is a field of its own; from v15 it is in
+            # ReplicaState, and the old field reads -1.
+            state = getattr(body, "replica_state", None)
+            replicas = (getattr(body, "replica_id", None), getattr(state, "replica_id", None))
+            follower = any(r is not None and r >= 0 for r in replicas)
+            return "FetchFollower" if follower else "FetchConsumer"
         return name
 
     def sent(self, requests: list[tuple[str, int, float, float, float, float]],

@@ -155,6 +155,8 @@ class Connection:
                 with trio.move_on_after(1), contextlib.suppress(
                         trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     await self._flush()
+                    self.transport.close_notify()
+                    await self.transport.drain()
                 await self.stream.aclose()
 
     async def _secure(self) -> None:

@@ -9,6 +9,7 @@ written through the TLS engine: the one place where zero copy gives way.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import ssl
@@ -74,6 +75,10 @@ class PlainTransport:
             raise
 
     async def drain(self) -> None:
+        return None
+
+    def close_notify(self) -> None:
+        """Queue the end of the session before a close (nothing to say on plain TCP)."""
         return None
 
     async def send_region(self, region: FileRegion) -> None:
@@ -160,7 +165,8 @@ class TlsTransport(PlainTransport):
                     if self._eof or not self._pull():
                         break
                     continue
-                if count == 0:
+                if count == 0:  # Python's answer to the peer's close_notify
+                    self._eof = True
                     break
                 total += count
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
@@ -206,6 +212,14 @@ class TlsTransport(PlainTransport):
         self._take_output()
         self._send_backlog()
         return taken
+
+    def close_notify(self) -> None:
+        """Queue TLS's close_notify, as Kafka's SslTransportLayer does on close: a client
+        that ended the session waits for it (asyncio's SSL transport 30 s) and one that
+        did not learns the end is deliberate. Nothing when no session was set up."""
+        with contextlib.suppress(ssl.SSLError, ValueError, OSError):
+            self._engine.unwrap()  # SSLWantReadError: ours is queued, the peer's not in
+        self._take_output()
 
     def _take_output(self) -> None:
         if self._out.pending:

@@ -172,3 +172,57 @@ async def test_transport_handshake_failure_is_reported(tmp_path: Path, ca: trust
         await TlsTransport(a.fileno(), server_ctx).handshake()
     a.close()
     b.close()
+
+
+async def test_the_peers_close_notify_reads_as_the_end_and_is_answered(
+        tmp_path: Path, ca: trustme.CA, leaf: trustme.LeafCert) -> None:
+    """A client ending the session with close_notify (its socket still open, as asyncio's
+    SSL transport keeps it while it waits for the answer) is seen closed, and gets the
+    broker's close_notify back (Python's SSLObject.read answers it with 0, not an error)."""
+    server_ctx = server_context(pem_settings(tmp_path, ca, leaf))
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    transport = TlsTransport(a.fileno(), server_ctx)
+    client_in, client_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_ctx.wrap_bio(client_in, client_out, server_hostname="localhost")
+
+    def client_step(action) -> bool:  # type: ignore[no-untyped-def]
+        """Run ``action`` on the client's engine, moving its ciphertext; True when done."""
+        try:
+            action()
+            done = True
+        except ssl.SSLWantReadError:
+            done = False
+        b.sendall(client_out.read())
+        return done
+
+    async def client_side() -> None:
+        b.setblocking(False)
+        while not client_step(client.do_handshake):
+            await trio.lowlevel.wait_readable(b.fileno())
+            client_in.write(b.recv(65536))
+        assert not client_step(client.unwrap)  # close_notify sent; the socket stays open
+        with trio.fail_after(5):
+            while True:
+                await trio.lowlevel.wait_readable(b.fileno())
+                client_in.write(b.recv(65536))
+                if client_step(client.unwrap):
+                    break
+
+    async def server_side() -> None:
+        await transport.handshake()
+        buf = bytearray(64)
+        with trio.fail_after(5):
+            while (count := transport.read_into(memoryview(buf))) is None:
+                await trio.lowlevel.wait_readable(a.fileno())
+        assert count == 0
+        transport.close_notify()
+        await transport.drain()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server_side)
+        nursery.start_soon(client_side)
+    a.close()
+    b.close()
