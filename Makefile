@@ -207,6 +207,20 @@ bench-scale: $(BENCH) kafka-jars
 bench-scale-cluster: $(BENCH) zookeeper-jars kafka39-jars
 	$(BIN)/python -m bench.scale --cluster --scale $(SCALE) $(ARGS)
 
+BROKERS ?=
+PARTITIONS ?=
+TARGETS ?= josefk,kafka
+
+## The cluster at scale (issue 31): BROKERS brokers (default 5,10) x PARTITIONS partitions
+## (default 10000,100000; RF 3) of each of TARGETS (josefk, Apache Kafka 3.9.1 in ZooKeeper
+## mode): topic creation visible on every broker, controlled shutdown, controller failover,
+## restart back into every ISR; results in bench/results/fleet/. ARGS for options
+## (--smoke: 3 brokers, 300 partitions, results in bench/results/fleet/smoke/).
+.PHONY: bench-fleet
+bench-fleet: $(BENCH) zookeeper-jars kafka39-jars
+	$(BIN)/python -m bench.fleet $(if $(BROKERS),--brokers $(BROKERS)) \
+		$(if $(PARTITIONS),--partitions $(PARTITIONS)) --targets $(TARGETS) $(ARGS)
+
 ## Storage engine throughput against a plain os.write loop (1 GiB).
 bench-log: install
 	$(BIN)/python bench/log_append.py
@@ -232,6 +246,19 @@ ZOOKEEPERS ?= 1
 chaos: install fuse zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
 	$(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
 	  --workload $(WORKLOAD) --faults $(FAULTS) --zookeepers $(ZOOKEEPERS) $(if $(SEED),--seed $(SEED))
+
+## Issue 32's acceptance runs: one WORKLOAD (txn, groups) against TARGET with every fault
+## (FAULTS=all: a ZooKeeper ensemble, clock jumps, disk faults), one DURATION-second run per
+## seed of SEEDS; each run's last line (its output in chaos-runs/), the worst status.
+SEEDS ?= 1 2 3 4 5
+.PHONY: chaos-seeds
+chaos-seeds: install fuse zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
+	@mkdir -p chaos-runs; status=0; for seed in $(SEEDS); do \
+	  out=chaos-runs/$(TARGET)-$(WORKLOAD)-seed$$seed.txt; \
+	  $(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
+	    --workload $(WORKLOAD) --faults all --zookeepers 3 --seed $$seed > $$out 2>&1; \
+	  rc=$$?; tail -1 $$out; [ $$rc -gt $$status ] && status=$$rc; \
+	done; exit $$status
 
 ## The soak: every workload at once (queue, transactions, groups, compaction) on three
 ## brokers for DURATION seconds (default 3600 here), one fault every few minutes (SOAK_FAULTS),

@@ -1,4 +1,5 @@
-"""ZooKeeper and three-broker clusters for the replication benchmark (bench/cluster.py).
+"""ZooKeeper and clusters of three brokers (or N: bench/fleet) for the replication
+benchmark (bench/cluster.py).
 
 - ZooKeeper: ``tools/zookeeper/start.sh PORT DIR`` (Apache ZooKeeper 3.8, jars in
   .cache/zookeeper/libs), one server for a whole run; each cluster gets a chroot
@@ -24,6 +25,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from bench.brokers import (
@@ -157,27 +159,33 @@ class ZooKeeper:
 
 
 class Cluster:
-    """Three brokers of one kind on ``zookeeper`` under a fresh chroot, data under ``home``."""
+    """Brokers of one kind (ids ``broker_ids``, default 1-3) on ``zookeeper`` under a fresh
+    chroot, data under ``home``; ``extra`` are more keys for every broker and
+    ``kafka_heap`` the Kafka brokers' KAFKA_HEAP_OPTS."""
 
     def __init__(self, kind: str, zookeeper: ZooKeeper, home: Path, logs: Path,
-                 tag: str = "") -> None:
+                 tag: str = "", broker_ids: Sequence[int] = BROKER_IDS,
+                 extra: dict[str, str] | None = None,
+                 kafka_heap: str = KAFKA_HEAP_OPTS) -> None:
         self.kind = kind
         self.home = home
+        self.broker_ids = tuple(broker_ids)
         self.chroot = f"/bench-{kind}-{uuid.uuid4().hex[:10]}"
         self.zk_connect = zookeeper.connect + self.chroot
         self.brokers: dict[int, _Process] = {}
-        for broker_id in BROKER_IDS:
+        for broker_id in self.broker_ids:
             port = free_port()
             data = home / f"broker-{broker_id}" / "data"
             data.mkdir(parents=True, exist_ok=True)
-            config = broker_config(broker_id, port, data, self.zk_connect)
+            config = {**broker_config(broker_id, port, data, self.zk_connect),
+                      **(extra or {})}
             overrides = [a for k, v in config.items() for a in ("--override", f"{k}={v}")]
             env: dict[str, str] = {}
             if kind == "kafka":
                 properties = home / f"broker-{broker_id}" / "server.properties"
                 properties.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
                 command = [str(KAFKA39_START), str(properties), *overrides]
-                env = {"KAFKA_HEAP_OPTS": KAFKA_HEAP_OPTS,
+                env = {"KAFKA_HEAP_OPTS": kafka_heap,
                        "KAFKA_OPTS": KAFKA_JVM_PERFORMANCE_OPTS}
             else:
                 command = [str(_python()), "-m", "josefk.server", "serve",
@@ -202,8 +210,8 @@ class Cluster:
         return " ".join(self.brokers[broker_id].command())
 
     def start(self, timeout: float) -> float:
-        """Start the three at once; wait until each answers Metadata listing all three
-        brokers and a controller. Returns the seconds it took."""
+        """Start them all at once; wait until each answers Metadata listing every broker
+        and a controller. Returns the seconds it took."""
         began = time.monotonic()
         for b in self.brokers.values():
             b.spawn()
@@ -216,7 +224,7 @@ class Cluster:
                     raise BrokerError(f"{self.kind} broker {broker_id} exited with status "
                                       f"{b.proc.returncode if b.proc else '?'}; log:\n"
                                       f"{b.log_tail(20)}")
-                state = _broker_view(b.port)
+                state = _broker_view(b.port, self.broker_ids)
                 if state is True:
                     del waiting[broker_id]
                 else:
@@ -251,8 +259,8 @@ def _python() -> Path:
     return Path(sys.executable)
 
 
-def _broker_view(port: int) -> bool | str:
-    """True when the broker on ``port`` answers Metadata with all three brokers and a
+def _broker_view(port: int, broker_ids: Sequence[int] = BROKER_IDS) -> bool | str:
+    """True when the broker on ``port`` answers Metadata with all of ``broker_ids`` and a
     controller; otherwise what it answered (or why not)."""
     if not port_open(port):
         return "port closed"
@@ -264,6 +272,6 @@ def _broker_view(port: int) -> bool | str:
     except Exception as exc:  # not ready yet
         return f"{type(exc).__name__}: {exc}"
     ids = set(md.brokers)
-    if ids >= set(BROKER_IDS) and md.controller_id in BROKER_IDS:
+    if ids >= set(broker_ids) and md.controller_id in broker_ids:
         return True
     return f"brokers {sorted(ids)}, controller {md.controller_id}"

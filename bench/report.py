@@ -14,6 +14,7 @@ import re
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -433,6 +434,22 @@ def write_all(result: dict[str, Any], out_dir: Path) -> list[Path]:
     except Exception as exc:  # no matplotlib: JSON and markdown still stand
         print(f"chart not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
         paths.pop()
+    return paths
+
+
+def write_results(result: dict[str, Any], out: Path, markdown: Callable[[dict[str, Any]], str],
+                  plots: Callable[[dict[str, Any], Path], list[Path]] | None = None
+                  ) -> list[Path]:
+    """results.json and results.md in ``out``, and the PNGs of ``plots`` when given."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "results.json", out / "results.md"]
+    paths[0].write_text(json.dumps(result, indent=1, default=str) + "\n")
+    paths[1].write_text(markdown(result))
+    if plots is not None:
+        try:
+            paths += plots(result, out)
+        except Exception as exc:  # no matplotlib: JSON and markdown still stand
+            print(f"plots not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
     return paths
 
 

@@ -37,6 +37,12 @@ larger counts.
    10,000 partitions (times ``--scale``); see bench/scale_cluster.py. Results in
    bench/results/scale/cluster.
 
+Every client step and restart also records the broker's user and sys CPU seconds over
+the step (``broker_user_s``, ``broker_sys_s``) and the client's own (``client_cpu_s``):
+a step whose broker idles measured the client. ``--profile STEPS`` runs py-spy
+(``--gil``) on the broker during those steps: flame graphs in ``OUT/profiles``, the top
+frames in results.json.
+
 Results in ``--out`` (bench/results/scale, bench/results/scale/quick for --quick):
 results.json, results.md (tables with ratios, the machine), one PNG per figure against
 the partition count (bench/scale_report.py), the brokers' output in logs/; rewritten
@@ -54,11 +60,12 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
-from bench import report, scale_report
+from bench import profiling, report, scale_report
 from bench.brokers import (
     REPO,
     SINGLE_NODE_OVERRIDES,
@@ -70,6 +77,7 @@ from bench.brokers import (
     prepare_run,
 )
 from bench.cluster_brokers import ZooKeeper, broker_config, cluster_available, kafka39_version
+from bench.cpu import cpu_times
 from bench.scale_cluster import ClusterTarget, measured_pid, new_target, process_state
 
 MIB = 1 << 20
@@ -251,6 +259,62 @@ class Client:
         return json.loads(lines[-1])
 
 
+# --- the broker's side of a step: its CPU time, and py-spy when asked -----------------------
+
+
+class StepMeter:
+    """The broker's user and sys CPU seconds over a step (was the step the broker's work
+    or the client's?) and, for the steps named by ``--profile``, a py-spy profile of it
+    (``--gil``: the broker's Python work; its system calls show as sys time)."""
+
+    def __init__(self, broker: BrokerProcess | ClusterTarget, name: str, profile_dir: Path | None
+                 ) -> None:
+        self.pid = None if isinstance(broker, ClusterTarget) else measured_pid(broker)
+        self.began = time.monotonic()
+        self.cpu = cpu_times(self.pid) if self.pid else (0.0, 0.0)
+        self.name = name
+        self.raw = profile_dir / f"{name}.folded" if profile_dir and self.pid else None
+        self.spy: profiling.PySpy | None = None
+        self.spy_error: str | None = None
+        # Attached from a thread: py-spy takes a while, and a restart's clock is running.
+        self._attach = threading.Thread(target=self._start_spy, daemon=True)
+        if self.raw is not None:
+            self._attach.start()
+
+    def _start_spy(self) -> None:
+        assert self.raw is not None and self.pid is not None
+        self.raw.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.spy = profiling.PySpy(self.pid, self.raw, rate=100)
+        except profiling.ProfilerError as exc:
+            self.spy_error = str(exc)[:300]
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step_wall_s": round(time.monotonic() - self.began, 3)}
+        if self.pid:
+            user, system = cpu_times(self.pid)
+            out["broker_user_s"] = round(user - self.cpu[0], 2)
+            out["broker_sys_s"] = round(system - self.cpu[1], 2)
+        if self.raw is not None:
+            self._attach.join(30)
+            out["profile"] = self._profile()
+        return out
+
+    def _profile(self) -> dict[str, Any]:
+        if self.spy is None:
+            return {"error": self.spy_error or "py-spy did not attach"}
+        try:
+            raw = self.spy.stop()
+        except profiling.ProfilerError as exc:
+            return {"error": str(exc)[:300]}
+        stacks = profiling.read_folded(raw)
+        svg = raw.with_suffix(".svg")
+        svg.write_text(profiling.flamegraph_svg(stacks, f"{self.name} (py-spy --gil)"))
+        summary = profiling.summarize(stacks, top=10).as_dict()
+        return {"svg": svg.name, "samples": summary["samples"], "self": summary["self"],
+                "inclusive": summary["inclusive"]}
+
+
 # --- the bench --------------------------------------------------------------------------
 
 
@@ -284,6 +348,7 @@ class Scale:
         self.zookeeper: ZooKeeper | None = None
         # A cluster's topics have three replicas, written with acks=all.
         self.replicas, self.acks = (3, "all") if args.cluster else (1, 1)
+        self.count = 0  # the partition count being measured (names the profiles)
 
     def timeout(self, partitions: int) -> float:
         return self.args.timeout + self.args.timeout_per_partition * partitions
@@ -311,8 +376,18 @@ class Scale:
     def client(self, broker: BrokerProcess, role: str, timeout: float,
                **args: Any) -> dict[str, Any]:
         self.check(broker)
+        meter = self.meter(broker, role)
         c = Client(role, {"bootstrap": broker.bootstrap, "timeout": timeout, **args}, self.work)
-        return c.wait(broker, timeout + 30)
+        try:
+            got = c.wait(broker, timeout + 30)
+        finally:
+            measured = meter.result()  # py-spy stopped whatever happened
+        return {**got, **measured}
+
+    def meter(self, broker: BrokerProcess | ClusterTarget, step: str) -> StepMeter:
+        profiled = step in self.args.profile
+        return StepMeter(broker, f"{broker.kind}-{self.count}-{step}",
+                         self.args.out / "profiles" if profiled else None)
 
     def restart(self, broker: BrokerProcess, how: str, role: str, timeout: float,
                 done_key: str, **args: Any) -> dict[str, Any]:
@@ -334,6 +409,7 @@ class Scale:
                               "acks": self.acks, **args}, self.work, barrier=True)
         spawned = broker.spawn()
         probe.go()
+        meter = self.meter(broker, f"restart_{how}")
         listen: list[float] = []
 
         def tick() -> None:
@@ -343,6 +419,7 @@ class Scale:
         try:
             got = probe.wait(broker, timeout + 30, tick)
         except StepError as exc:
+            meter.result()
             raise StepError(f"{exc} (listening after {listen[0]:.2f}s)" if listen
                             else str(exc)) from None
         while not listen and time.monotonic() - spawned < timeout:
@@ -350,6 +427,7 @@ class Scale:
         out["listen_s"] = round(listen[0], 3) if listen else None
         out["ready_s"] = round(got[done_key] / 1e9 - spawned, 3)
         out.update(proc_state(broker))
+        out.update(meter.result())
         out["probe"] = {k: v for k, v in got.items() if not k.endswith("_ns")}
         return out
 
@@ -372,6 +450,7 @@ class Scale:
         """Every measure at ``n`` partitions; why larger counts are pointless, if so."""
         args = self.args
         timeout = self.timeout(n)
+        self.count = n
         topics = topics_for("scale", n)
         broker = self.broker(kind, f"p{n}")
         try:
@@ -561,6 +640,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds a step may take, plus --timeout-per-partition")
     parser.add_argument("--timeout-per-partition", type=float, default=0.03)
+    parser.add_argument("--profile", default="",
+                        help="py-spy (--gil) on the broker during these steps, e.g. "
+                             "produce,restart_kill: flame graphs in OUT/profiles, the top "
+                             "frames in results.json (create, metadata, produce, fetch, "
+                             "restart_kill, restart_clean)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--data-dir", type=Path, default=REPO / "bench" / "results" / "tmp")
     parser.add_argument("--keep-data", action="store_true",
@@ -582,6 +666,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     results = RESULTS / "cluster" if args.cluster else RESULTS
     args.out = args.out or (results / "quick" if args.quick else results)
     args.dims = {d.strip() for d in args.dims.split(",") if d.strip()}
+    args.profile = {s.strip() for s in args.profile.split(",") if s.strip()}
     if args.cluster:
         args.dims = {"partitions"}
     args.broker_list = broker_list(parser, args.brokers)

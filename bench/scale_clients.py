@@ -20,11 +20,15 @@ Roles:
   librdkafka's parsing and the Python objects built from the answer.
 - ``produce``: one message to every partition (``first_write_s``), then ``messages``
   values of ``size`` bytes round-robin over every partition, ``acks`` (default 1),
-  until all are acknowledged (the throughput).
+  until all are acknowledged (the throughput). The producing roles use one librdkafka
+  producer per 10,000 partitions (`Producers`): one instance's cost per message grows
+  with its partition count, which is the client's, not the broker's.
+- every role adds ``client_cpu_s``: its process's CPU time (librdkafka's threads too).
 - ``fetch``: assign every partition from offset 0 (the start of the bench's new
   topics), read ``expect`` messages.
 - ``probe-produce``: one message to every partition, re-sent after an error, until each
-  partition has acknowledged one (start-up: first ack everywhere).
+  partition has acknowledged one (start-up: first ack everywhere); a message waits for
+  the broker as long as the step may last (``timeout``), never timing out to be re-sent.
 - ``probe-fetch``: the message at offset 0 of ``topic`` partition 0 (start-up: oldest
   data answered).
 - ``fill``: ``bytes`` of ``size``-byte values round-robin over every partition, big
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -51,6 +56,11 @@ QUIET = {"log_level": 0, "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms":
 # (the admin client is a producer inside librdkafka: it would ask for it too).
 NO_AUTO_CREATE = {"allow.auto.create.topics": False}
 OFFSETS_TOPIC = "__consumer_offsets"
+# Partitions per librdkafka producer instance. Its broker thread visits every partition
+# it produces to on each wakeup (rd_kafka_toppar_producer_serve, rd_kafka_msgq_age_scan:
+# perf on the 50,000-partition run), so one instance's CPU per message grows with its
+# partition count; past this many, the producing roles use one instance per slice.
+PRODUCER_PARTITIONS = 10_000
 
 
 def now_ns() -> int:
@@ -190,7 +200,38 @@ def _delivery_counter() -> tuple[dict[str, Any], Callable[[Any, Any], None]]:
     return state, on_delivery
 
 
-def _produce_all(producer: ck.Producer, targets: list[tuple[str, int]], count: int,
+class Producers:
+    """librdkafka producers sharing the work, each for whole topics of at most
+    PRODUCER_PARTITIONS partitions (one producer up to that many), used as one."""
+
+    def __init__(self, config: dict[str, Any], topics: list[list[Any]]) -> None:
+        self.instances: list[ck.Producer] = []
+        self._of: dict[str, ck.Producer] = {}
+        load = PRODUCER_PARTITIONS
+        for name, count in topics:
+            if load + int(count) > PRODUCER_PARTITIONS:
+                self.instances.append(ck.Producer(config))
+                load = 0
+            load += int(count)
+            self._of[name] = self.instances[-1]
+
+    def produce(self, topic: str, value: bytes, **kwargs: Any) -> None:
+        self._of[topic].produce(topic, value, **kwargs)
+
+    def poll(self, timeout: float) -> None:
+        for i, producer in enumerate(self.instances):
+            producer.poll(timeout if i == 0 else 0)
+
+    def flush(self, timeout: float) -> int:
+        deadline = now_ns() + int(timeout * 1e9)
+        return sum(p.flush(max(0.0, (deadline - now_ns()) / 1e9)) for p in self.instances)
+
+    def list_topics(self, timeout: float) -> None:
+        for producer in self.instances:
+            producer.list_topics(timeout=timeout)
+
+
+def _produce_all(producer: Producers, targets: list[tuple[str, int]], count: int,
                  values: list[bytes], on_delivery: Callable[[Any, Any], None],
                  deadline: int) -> int:
     sent = 0
@@ -216,11 +257,11 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     targets = partitions_of(args)
     size, count = int(args["size"]), int(args["messages"])
     deadline = deadline_of(args)
-    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
-                            "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
-                            "queue.buffering.max.kbytes": 1 << 20,
-                            "message.timeout.ms": int(float(args["timeout"]) * 1000),
-                            **QUIET, **NO_AUTO_CREATE})
+    producer = Producers({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
+                          "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
+                          "queue.buffering.max.kbytes": 1 << 20,
+                          "message.timeout.ms": int(float(args["timeout"]) * 1000),
+                          **QUIET, **NO_AUTO_CREATE}, args["topics"])
     producer.list_topics(timeout=60)
     # One message to every partition first, timed apart: a broker's first append to a
     # fresh partition can cost much more than the next ones (Kafka's ~10-20 ms each on
@@ -243,7 +284,8 @@ def produce(args: dict[str, Any]) -> dict[str, Any]:
     out = {"sent": sent, "acked": state["acked"], "failed": state["failed"],
            "unflushed": left, "errors": state["errors"], "seconds": secs,
            "bytes": state["bytes"], "warm_up": warm["acked"], "first_write_s": first_write_s,
-           "msgs_s": state["acked"] / secs, "mib_s": state["bytes"] / secs / (1 << 20)}
+           "msgs_s": state["acked"] / secs, "mib_s": state["bytes"] / secs / (1 << 20),
+           "producers": len(producer.instances)}
     if state["acked"] < count:
         raise RuntimeError(f"only {state['acked']:,}/{count:,} acknowledged "
                            f"({left} unflushed, errors {state['errors']})")
@@ -294,9 +336,13 @@ def fetch(args: dict[str, Any]) -> dict[str, Any]:
 
 def probe_produce(args: dict[str, Any]) -> dict[str, Any]:
     targets = partitions_of(args)
-    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
-                            "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
-                            "message.timeout.ms": 30_000, **QUIET, **NO_AUTO_CREATE})
+    # Messages wait for the broker as long as the step may last: a message timing out
+    # while the broker still loads would be re-sent by the loop below, and the figure
+    # would jump by a whole timeout wherever loading takes longer than one.
+    producer = Producers({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
+                          "linger.ms": 5, "queue.buffering.max.messages": 2_000_000,
+                          "message.timeout.ms": int(float(args["timeout"]) * 1000),
+                          **QUIET, **NO_AUTO_CREATE}, args["topics"])
     acked: dict[tuple[str, int], int] = {}
     retry: list[tuple[str, int]] = []
     errors: list[str] = []
@@ -376,11 +422,11 @@ def fill(args: dict[str, Any]) -> dict[str, Any]:
     size = int(args["size"])
     count = max(1, int(args["bytes"]) // size)
     deadline = deadline_of(args)
-    producer = ck.Producer({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
-                            "linger.ms": 20, "batch.size": 1 << 20,
-                            "queue.buffering.max.kbytes": 1 << 20,
-                            "message.timeout.ms": int(float(args["timeout"]) * 1000),
-                            **QUIET, **NO_AUTO_CREATE})
+    producer = Producers({"bootstrap.servers": args["bootstrap"], "acks": args.get("acks", 1),
+                          "linger.ms": 20, "batch.size": 1 << 20,
+                          "queue.buffering.max.kbytes": 1 << 20,
+                          "message.timeout.ms": int(float(args["timeout"]) * 1000),
+                          **QUIET, **NO_AUTO_CREATE}, args["topics"])
     producer.list_topics(timeout=60)
     values = [os.urandom(size) for _ in range(8)]
     state, on_delivery = _delivery_counter()
@@ -403,7 +449,12 @@ ROLES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 def main() -> None:
     role, args = sys.argv[1], json.loads(sys.argv[2])
-    print(json.dumps(ROLES[role](args)), flush=True)
+    out = ROLES[role](args)
+    # The client's own CPU (librdkafka's threads, the Python objects built): a step whose
+    # broker is mostly idle measured the client.
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["client_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 2)
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bench.report import fmt
+from bench.report import fmt, write_results
 
 KINDS = ("josefk", "kafka")
 LABEL = {"josefk": "josefk", "kafka": "Apache Kafka"}
@@ -363,14 +362,4 @@ def plots(result: dict[str, Any], out: Path) -> list[Path]:
 
 def write(result: dict[str, Any], out: Path, draw: bool = True) -> list[Path]:
     """results.json and results.md, and the plots when ``draw``."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "results.json", out / "results.md"]
-    paths[0].write_text(json.dumps(result, indent=1, default=str) + "\n")
-    paths[1].write_text(markdown(result))
-    if not draw:
-        return paths
-    try:
-        paths += plots(result, out)
-    except Exception as exc:  # no matplotlib: JSON and markdown still stand
-        print(f"plots not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return paths
+    return write_results(result, out, markdown, plots if draw else None)

@@ -42,11 +42,12 @@ class PartitionMap(dict[tuple[str, int], "Partition"]):
 
     generation = 0
 
-    def _changed(self) -> None:
+    def touch(self) -> None:
+        """Stale every cached answer (also when a partition's view changes in place)."""
         self.generation += 1
 
     def __setitem__(self, key: tuple[str, int], value: Partition) -> None:
-        self._changed()
+        self.touch()
         super().__setitem__(key, value)
 
     def put_same_view(self, key: tuple[str, int], value: Partition,
@@ -59,27 +60,27 @@ class PartitionMap(dict[tuple[str, int], "Partition"]):
             self[key] = value
 
     def __delitem__(self, key: tuple[str, int]) -> None:
-        self._changed()
+        self.touch()
         super().__delitem__(key)
 
     def pop(self, *args: Any) -> Any:
-        self._changed()
+        self.touch()
         return super().pop(*args)
 
     def popitem(self) -> tuple[tuple[str, int], Partition]:
-        self._changed()
+        self.touch()
         return super().popitem()
 
     def clear(self) -> None:
-        self._changed()
+        self.touch()
         super().clear()
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        self._changed()
+        self.touch()
         super().update(*args, **kwargs)
 
     def setdefault(self, key: tuple[str, int], default: Any = None) -> Any:
-        self._changed()
+        self.touch()
         return super().setdefault(key, default)
 
 

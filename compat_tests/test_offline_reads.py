@@ -168,6 +168,24 @@ def test_every_read_of_an_offline_partition_answers_storage_error(
             for p in sorted(on_failing):
                 assert read_answers(raw, topic, p, stamp) == OFFLINE_ANSWERS, p
             assert set(read_answers(raw, topic, min(on_healthy), stamp).values()) == {0}
+        # Metadata: the failed directory's partitions have no leader (Kafka's controller
+        # hears of the directory with the broker's next heartbeat), the others are led.
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            deadline = time.monotonic() + 30
+            while any(leaders(admin, topic)[p][1] >= 0 for p in on_failing):
+                assert time.monotonic() < deadline, leaders(admin, topic)
+                time.sleep(0.5)
+            described = leaders(admin, topic)
+        finally:
+            admin.close()
+        node = described[min(on_healthy)][1]
+        for p in range(PARTITIONS):
+            error, leader, offline = described[p]
+            if p in on_failing:
+                assert (error, leader, offline) == (LEADER_NOT_AVAILABLE, -1, [node]), p
+            else:
+                assert (error, leader, offline) == (0, node, []), p
 
 
 def leaders(admin: KafkaAdminClient, topic: str) -> dict[int, tuple[int, int, list[int]]]:

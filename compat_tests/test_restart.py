@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kafka import KafkaAdminClient, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.protocol.consumer import OffsetSpec
+from kafka.structs import OffsetAndMetadata
 
 from .clients import Rec, kafka_python_consume, now_ms, produce
 from .conftest import Broker
 
 N = 2000
+# Commits of one group: over 1 MiB of history in its __consumer_offsets partition.
+PARTITIONS, ROUNDS = 100, 300
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
@@ -67,3 +70,33 @@ def test_acked_records_survive(
             assert fresh.list_partition_offsets({tp: OffsetSpec.EARLIEST})[tp].offset == 10
     finally:
         fresh.close()
+
+
+def test_a_long_offsets_history_is_read_back_after_a_restart(
+    owned_broker: Broker, make_topic: Callable[..., str], topic_name: str
+) -> None:
+    """A group's partition of ``__consumer_offsets`` holding 30,000 commits: after a
+    restart the broker serves at once and the group's last commits come back (josefk
+    and Kafka load such a partition in the background, answering
+    COORDINATOR_LOAD_IN_PROGRESS meanwhile, which clients retry)."""
+    topic = make_topic(partitions=PARTITIONS)
+    other = make_topic(partitions=1)
+    consumer = KafkaConsumer(bootstrap_servers=owned_broker.bootstrap, group_id=topic_name,
+                             enable_auto_commit=False)
+    try:
+        for n in range(ROUNDS):
+            consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(n, "", -1)
+                             for p in range(PARTITIONS)})
+    finally:
+        consumer.close()
+
+    owned_broker.restart()
+
+    assert produce(owned_broker.bootstrap, other, [Rec(b"k", b"served")]) == [0]
+    consumer = KafkaConsumer(bootstrap_servers=owned_broker.bootstrap, group_id=topic_name,
+                             enable_auto_commit=False)
+    try:
+        committed = {p: consumer.committed(TopicPartition(topic, p)) for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+    assert committed == dict.fromkeys(range(PARTITIONS), ROUNDS - 1)

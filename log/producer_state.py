@@ -17,7 +17,11 @@ Updates are staged, validated, and committed only after the append succeeded
 (Kafka's ProducerAppendInfo), so a failed append leaves no state behind. The
 state is snapshotted in Kafka's ``<offset>.snapshot`` format at segment roll and
 clean shutdown, and rebuilt on recovery by replaying batches after the newest
-readable snapshot.
+readable snapshot. A copy is also kept in memory every few thousand offsets
+(*checkpoints*): a follower truncating its tail after a leader change replays from
+the newest one below its cut instead of from the segment's start (Kafka does the same
+replay from the newest file, in the JVM; replaying 25,000 batches in Python held the
+event loop for half a second per partition).
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _HEADER = struct.Struct(">hIi")  # version, crc, entry count
 _ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_FROM = 6  # the CRC covers everything after version and crc
+# Offsets between two in-memory checkpoints, at least (more with many producers, so
+# copying them costs a fraction of a microsecond per offset); two are kept.
+CHECKPOINT_INTERVAL = 2000
+CHECKPOINT_OFFSETS_PER_PRODUCER = 16
+CHECKPOINTS_KEPT = 2
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +140,16 @@ class CompletedTxn:
     aborted: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    """The state as it was with every batch below ``offset`` applied."""
+
+    offset: int
+    producers: dict[int, ProducerEntry]
+    ongoing: dict[int, int]
+    unreplicated: dict[int, tuple[int, int]]
+
+
 @dataclass(slots=True)
 class ProducerUpdate:
     """What one append does to producer state, staged until the append succeeded (Kafka's
@@ -163,6 +182,7 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}  # first offset -> producer id, undecided
         # first offset -> (producer id, marker offset): decided, marker above the HW
         self.unreplicated: dict[int, tuple[int, int]] = {}
+        self._checkpoints: list[_Checkpoint] = []  # oldest first
 
     # --- the produce path ---------------------------------------------------------
 
@@ -278,6 +298,16 @@ class ProducerStateManager:
             self.ongoing.pop(txn.first_offset, None)
             self.unreplicated[txn.first_offset] = (txn.producer_id, txn.last_offset)
         self.map_end_offset = max(self.map_end_offset, end_offset)
+        self._maybe_checkpoint()
+
+    def _maybe_checkpoint(self) -> None:
+        last = self._checkpoints[-1].offset if self._checkpoints else 0
+        if self.map_end_offset - last < max(CHECKPOINT_INTERVAL,
+                                            CHECKPOINT_OFFSETS_PER_PRODUCER * len(self.producers)):
+            return
+        self._checkpoints = [*self._checkpoints[1 - CHECKPOINTS_KEPT:], _Checkpoint(
+            self.map_end_offset, {pid: e.copy() for pid, e in self.producers.items()},
+            dict(self.ongoing), dict(self.unreplicated))]
 
     def _stable_offset_after(self, txn: CompletedTxn) -> int:
         others = [first for first, pid in self.ongoing.items() if pid != txn.producer_id]
@@ -346,6 +376,7 @@ class ProducerStateManager:
         self.unreplicated.clear()
         self.map_end_offset = 0
         self.last_snapshot_offset = None
+        self._checkpoints = []
 
     # --- snapshots -------------------------------------------------------------------
 
@@ -368,9 +399,22 @@ class ProducerStateManager:
         return path
 
     def load(self, log_start_offset: int, log_end_offset: int) -> int:
-        """Load the newest readable snapshot at or below ``log_end_offset``; returns the
-        offset replay must start from. Corrupt and stray snapshots are deleted."""
+        """Load the newest readable snapshot, or in-memory checkpoint, at or below
+        ``log_end_offset``; returns the offset replay must start from. Corrupt and stray
+        snapshots are deleted."""
+        checkpoints = [c for c in self._checkpoints
+                       if log_start_offset <= c.offset <= log_end_offset]
         self.reset()
+        self._checkpoints = checkpoints
+        replay_from = self._load_snapshot(log_start_offset, log_end_offset)
+        if checkpoints and checkpoints[-1].offset > replay_from:
+            newest = checkpoints[-1]
+            self.producers = {pid: e.copy() for pid, e in newest.producers.items()}
+            self.ongoing, self.unreplicated = dict(newest.ongoing), dict(newest.unreplicated)
+            self.map_end_offset = replay_from = newest.offset
+        return replay_from
+
+    def _load_snapshot(self, log_start_offset: int, log_end_offset: int) -> int:
         for offset, path in reversed(self.snapshots()):
             if offset > log_end_offset:
                 path.unlink(missing_ok=True)

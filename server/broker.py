@@ -333,6 +333,8 @@ class Broker:
     def on_partitions_offline(self, keys: list[tuple[str, int]]) -> None:
         """Their log directory failed: no longer followed here, and whoever waits on them
         is woken (their logs answer KAFKA_STORAGE_ERROR from now on)."""
+        if self.cluster is None and keys:
+            self.partitions.touch()  # Metadata now reports them leaderless
         for key in keys:
             if self.cluster is not None and self.cluster.fetchers is not None:
                 self.cluster.fetchers.stop(key)
@@ -400,6 +402,10 @@ class Broker:
             return self.cluster.partition_view(topic, index)
         partition = self.partitions.get((topic, index))
         if partition is not None:
+            if self.log_manager.is_offline(topic, index):
+                # As a one-node Kafka's controller: no leader, the replica offline.
+                return PartitionView(-1, partition.leader_epoch, tuple(partition.replicas),
+                                     (), (self.node_id,))
             return partition.view()
         stored = self.store.get(topic) if (topic, index) in self._leaderless else None
         if stored is not None:

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from josefk.log.log import Log
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# A coordinator partition whose log is under this many bytes loads at once; a larger
+# one in the background while the broker serves (its ids answer
+# COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's do).
+BACKGROUND_LOAD_BYTES = 1 << 20
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -181,10 +185,13 @@ def read_batches(buf: bytes | bytearray) -> Iterator[tuple[BatchHeader, list[Log
         yield header, [LogRecord(r.offset, r.key, r.value) for r in batch]
 
 
-def log_batches(log: Log, buffer: int) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Each whole batch of ``log`` from its start to its end, read ``buffer`` bytes at a
-    time (a coordinator loading its partition); it stops at a batch it cannot read whole."""
-    offset, end = log.log_start_offset, log.log_end_offset
+def log_batches(log: Log, buffer: int, start: int | None = None
+                ) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Each whole batch of ``log`` from ``start`` (its start) to its end as it is now, read
+    ``buffer`` bytes at a time (a coordinator loading its partition); it stops at a batch
+    it cannot read whole."""
+    offset = log.log_start_offset if start is None else start
+    end = log.log_end_offset
     while offset < end:
         data = log.read(offset, buffer, max_offset=end).read_bytes()
         before = offset

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .exercises import HarnessError
-from .nemesis import DEFAULT_FAULTS, FAULTS
+from .nemesis import DEFAULT_FAULTS, FAULTS, NEEDS_ENSEMBLE
 from .run import Options, run
 
 
@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="default: from the clock")
     parser.add_argument(
         "--faults", default=",".join(DEFAULT_FAULTS),
-        help=f"comma-separated, from {','.join(FAULTS)}"
+        help=f"comma-separated, from {','.join(FAULTS)}; or all (every one this machine can "
+             "inject; zk-node-kill with --zookeepers 3)"
     )
     parser.add_argument(
         "--out",
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     seed = args.seed if args.seed is not None else int(time.time()) % 100_000
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if faults == ["all"]:
+        faults = [f for f in FAULTS if args.zookeepers > 1 or f not in NEEDS_ENSEMBLE]
     out = args.out or Path("chaos-runs") / (
         f"{args.target}-{args.workload}-seed{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     )

@@ -203,12 +203,16 @@ def _exercise_groups(options: Options, faults: list[str], cluster: Cluster,
         sending = [start(p.run, stop_sends) for p in producers]
         churning = start(churn.run, stop_churn)
         start(observe_offsets, members, history, stop_observer)
-        _faults_then_heal(options, start, (stop_faults, stop_sends), sending, cluster, history,
-                          {options.topic: options.partitions})
-        stop_churn.set()
-        churning.join()
-        time.sleep(10.0)  # the members left settle and commit what they read
-        churn.stop_all()
+        try:
+            _faults_then_heal(options, start, (stop_faults, stop_sends), sending, cluster,
+                              history, {options.topic: options.partitions})
+            stop_churn.set()
+            churning.join()
+            time.sleep(10.0)  # the members left settle and commit what they read
+        finally:  # a failed run leaves no member process behind
+            stop_churn.set()
+            churning.join()
+            churn.stop_all()
         stop_observer.set()
     final_offsets(members, history, RECOVERY_TIMEOUT)
     _final_reads(history, nemesis,

@@ -29,7 +29,6 @@ log = logging.getLogger("chaos")
 BROKER_PORT = 9092
 ZOOKEEPER_PORT = 2181
 ZOOKEEPER_HOST = 100
-FAKED_START_FACTOR = 3
 # Kafka's defaults where a user would keep them; leader rebalancing sooner than the
 # default 300 s so that it happens within a run.
 BROKER_CONFIG = {
@@ -190,9 +189,7 @@ def chaos_cluster(options: Options,
             zookeeper,
             home,
             dict.fromkeys((1, 2, 3), options.target),
-            # libfaketime makes every clock read of a JVM cost about a microsecond more:
-            # Kafka starts several times slower under it.
-            CLUSTER_START_TIMEOUT[options.target] * (FAKED_START_FACTOR if faked else 1),
+            CLUSTER_START_TIMEOUT[options.target],
             BROKER_CONFIG,
             placement,
         )

@@ -180,8 +180,9 @@ def topic_config(bootstrap: str, topic: str, key: str) -> str | None:
 
 
 def znode_json(zk: KazooClient, path: str) -> tuple[Any, ZnodeStat]:
-    """The JSON a znode holds, decoded, with its stat."""
-    data, stat = zk.get(path)
+    """The JSON a znode holds, decoded, with its stat (retried through a lost connection
+    or an expired session: the chaos runs kill ZooKeeper under the harness too)."""
+    data, stat = zk.retry(zk.get, path)
     assert data, f"{path} holds no data"
     return json.loads(data), stat
 
@@ -199,7 +200,9 @@ def zk_assignment(zk: KazooClient, topic: str) -> dict[int, list[int]]:
 
 def zk_client(connect: str, timeout: float = 10.0) -> KazooClient:
     """A started kazoo client on ``host:port[/chroot]``."""
-    client = KazooClient(hosts=connect, timeout=timeout)
+    client = KazooClient(hosts=connect, timeout=timeout,
+                         connection_retry={"max_tries": -1, "max_delay": 2.0},
+                         command_retry={"max_tries": -1, "max_delay": 2.0, "deadline": 60.0})
     try:
         with warnings.catch_warnings():
             # The chroot appears once the first broker has created it.
@@ -504,7 +507,7 @@ class Cluster:
         return znode_json(self.zk, "/controller")[0]["brokerid"]
 
     def controller_epoch(self) -> int:
-        return int(self.zk.get("/controller_epoch")[0])
+        return int(self.zk.retry(self.zk.get, "/controller_epoch")[0])
 
     def states(self, topic: str) -> dict[int, dict[str, Any]]:
         """Every partition's state znode of ``topic``."""

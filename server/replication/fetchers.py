@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,6 +48,8 @@ LIST_OFFSETS_VERSION = 4  # with the current leader epoch
 LATEST, EARLIEST = -1, -2
 ALTER_PARTITION_VERSION = 3
 ALTER_PARTITION_RETRY_S = 0.5
+# Truncations applied in one round, at most this long (the others wait for the next).
+TRUNCATION_SLICE_S = 0.1
 TP = tuple[str, int]
 
 _FetchTopic = FetchRequest.FetchTopic
@@ -245,11 +248,16 @@ class ReplicaFetcher:
         request = OffsetForLeaderEpochRequest(replica_id=self.host.node_id, topics=[
             _OfleTopic(topic=t, partitions=ps) for t, ps in asks.items()])
         response = await peer.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        began = time.monotonic()
         for topic in response.topics:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition)
                 entry = partitions.get(tp)
                 if entry is None or not self._unchanged(tp, *entry, sent_epochs[tp]):
+                    continue
+                if time.monotonic() - began > TRUNCATION_SLICE_S:
+                    # Each truncation replays producer state on the event loop: the
+                    # rest wait for the next round (asked again), others run meanwhile.
                     continue
                 following, partition = entry
                 if p.error_code != NONE:

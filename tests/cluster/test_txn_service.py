@@ -16,10 +16,15 @@ import trio
 import trio.testing
 
 from josefk.cluster.coordinator.group.api import Error
-from josefk.cluster.coordinator.records import OFFSETS_TOPIC
+from josefk.cluster.coordinator.records import BACKGROUND_LOAD_BYTES, OFFSETS_TOPIC, build_batch
 from josefk.cluster.coordinator.records import partition_for as group_partition_for
 from josefk.cluster.coordinator.transaction.host import TxnHost
-from josefk.cluster.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, TopicPartition
+from josefk.cluster.coordinator.transaction.records import (
+    TRANSACTION_STATE_TOPIC,
+    TopicPartition,
+    TxnLogValue,
+)
+from josefk.cluster.coordinator.transaction.records import encode_record as encode_txn_record
 from josefk.cluster.partition import Partition
 from josefk.protocol import error_codes as ec
 from josefk.server.broker import Broker
@@ -204,3 +209,37 @@ def test_txn_offsets_become_visible_on_commit(broker: Broker, markers: list, dat
     offsets_partition = group_partition_for("g", 2)
     assert [(m[0], m[1], m[5]) for m in markers] == [
         (OFFSETS_TOPIC, offsets_partition, False), (OFFSETS_TOPIC, offsets_partition, True)]
+
+
+def test_a_large_transaction_log_loads_in_the_background(data: Path) -> None:
+    """A ``__transaction_state`` partition past BACKGROUND_LOAD_BYTES is read in a worker
+    thread once the service runs; its ids answer COORDINATOR_LOAD_IN_PROGRESS until then."""
+    broker = make_broker(data)
+    trio.run(broker.txn_service.ensure_topic)
+    p = broker.txn_service.partition_for("tx")
+    ids = [i for i in (f"tx-{n}" for n in range(60_000))
+           if broker.txn_service.partition_for(i) == p]
+    partition = broker.partition(TRANSACTION_STATE_TOPIC, p)
+    assert partition is not None
+    for start in range(0, len(ids), 500):
+        partition.append_records(build_batch([encode_txn_record(
+            (i, TxnLogValue(n, 0, 60_000, 0, frozenset(), 0, 0)))
+            for n, i in enumerate(ids[start:start + 500], start)], 0), required_acks=-1)
+    assert partition.log.size_in_bytes() > BACKGROUND_LOAD_BYTES
+    broker.shutdown()
+
+    again = make_broker(data)
+    try:
+        coordinator = again.txn_service.coordinator
+        assert coordinator.describe(ids[-1]).error == ec.COORDINATOR_LOAD_IN_PROGRESS
+
+        async def body() -> None:
+            with trio.fail_after(60):
+                while p not in again.txn_service.loaded:
+                    await trio.sleep(0.01)
+
+        run(again, body)
+        described = coordinator.describe(ids[-1])
+        assert (described.error, described.producer_id) == (ec.NONE, len(ids) - 1)
+    finally:
+        again.shutdown()

@@ -12,13 +12,18 @@ first offset of the oldest transaction undecided or with its marker above the HW
 from __future__ import annotations
 
 import struct
+import tempfile
 import time
+import unittest.mock
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from josefk.log import producer_state
 from josefk.log.config import LogConfig
 from josefk.log.index.txn import AbortedTxn, TransactionIndex
 from josefk.log.log import Log
@@ -438,3 +443,68 @@ def test_the_cleaner_stops_at_an_open_transaction_and_keeps_the_index(tmp_path: 
     reopened = Log.open(log.directory, LogConfig(cleanup_policy="compact", segment_bytes=700))
     assert reopened.collect_aborted_transactions(0, reopened.log_end_offset) == [(P1, 12)]
     reopened.close()
+
+
+# --- truncation replays from an in-memory checkpoint ------------------------------------------
+
+def _state(log: Log) -> tuple[object, ...]:
+    ps = log.producer_state
+    return ({pid: (e.epoch, list(e.batches), e.coordinator_epoch, e.current_txn_first_offset,
+                   e.last_timestamp) for pid, e in ps.producers.items()},
+            dict(ps.ongoing), dict(ps.unreplicated), ps.map_end_offset, log.last_stable_offset)
+
+
+_op_st = st.tuples(st.sampled_from(["data", "txn", "commit", "abort"]), st.sampled_from([P1, P2]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(_op_st, min_size=1, max_size=60), cut=st.floats(0, 1),
+       hw=st.floats(0, 1))
+def test_a_truncation_from_a_checkpoint_leaves_the_state_a_full_replay_leaves(
+        ops: list[tuple[str, int]], cut: float, hw: float) -> None:
+    """Checkpoints every few offsets (instead of thousands): after truncate_to, the
+    producers, open and unreplicated transactions and the LSO equal what replaying the
+    whole log gives."""
+    with tempfile.TemporaryDirectory() as tmp, \
+            unittest.mock.patch.object(producer_state, "CHECKPOINT_INTERVAL", 3), \
+            unittest.mock.patch.object(producer_state, "CHECKPOINT_OFFSETS_PER_PRODUCER", 0):
+        log = Log.open(Path(tmp) / "t-0", LogConfig())
+        try:
+            seqs = {P1: 0, P2: 0}
+            for kind, pid in ops:
+                if kind in ("commit", "abort"):
+                    if log.producer_state.has_ongoing_transaction(pid):
+                        log.append_control_batch(pid, 0, 0, commit=kind == "commit",
+                                                 leader_epoch=0)
+                    continue
+                if kind == "data" and log.producer_state.has_ongoing_transaction(pid):
+                    continue  # a producer in a transaction writes transactionally
+                log.append_as_leader(txn_batch(pid, seqs[pid], 2,
+                                               transactional=kind == "txn"), leader_epoch=0)
+                seqs[pid] += 2
+            log.high_watermark = int(log.log_end_offset * hw)
+            log.truncate_to(max(log.high_watermark, int(log.log_end_offset * cut)))
+            truncated = _state(log)
+            log.producer_state.reset()  # no checkpoints: replay from the log start
+            log._load_producer_state()
+            log.producer_state.on_high_watermark_updated(log.high_watermark)
+            assert _state(log) == truncated
+        finally:
+            log.close()
+
+
+def test_a_truncation_replays_only_from_the_newest_checkpoint_below_the_cut(
+        make_log: Callable[..., Log], monkeypatch: pytest.MonkeyPatch) -> None:
+    log = make_log()
+    for seq in range(0, 10_000, 2):
+        log.append_as_leader(txn_batch(P1, seq, 2, transactional=False), leader_epoch=0)
+    replayed = []
+    real = log.producer_state.replay
+    monkeypatch.setattr(log.producer_state, "replay",
+                        lambda header, *a: (replayed.append(header.base_offset),
+                                            real(header, *a))[1])
+    log.truncate_to(9_001)
+    assert log.log_end_offset == 9_000
+    # The checkpoint at 8,000 (every CHECKPOINT_INTERVAL offsets), not the log start.
+    assert replayed == list(range(8_000, 9_000, 2))
+    assert list(log.producer_state.producers[P1].batches)[-1].last_seq == 8_999

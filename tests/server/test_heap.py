@@ -7,8 +7,10 @@ from __future__ import annotations
 import gc
 import threading
 
+import pytest
 import trio
 
+from josefk.server import heap
 from josefk.server.heap import MIN_GROWTH, keep_frozen, needs_refreeze
 
 
@@ -43,7 +45,9 @@ async def test_frozen_while_serving_and_refrozen_as_it_grows() -> None:
     assert gc.get_freeze_count() == 0
 
 
-async def test_garbage_among_frozen_objects_is_reclaimed_at_the_next_refreeze() -> None:
+async def test_garbage_among_frozen_objects_is_reclaimed_at_a_full_refreeze(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heap, "FULL_EVERY", 1)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(keep_frozen, 0.05)
         doomed = growth_due(await refrozen(0))
@@ -51,7 +55,7 @@ async def test_garbage_among_frozen_objects_is_reclaimed_at_the_next_refreeze() 
         count = len(doomed)
         del doomed  # a cycle each: only a collection frees them
         grown = growth_due(high)
-        # Frozen, the doomed would still count; refrozen, they are gone.
+        # Frozen, the doomed would still count; refrozen in full, they are gone.
         assert await refrozen(high) < high + len(grown) - count // 2
         nursery.cancel_scope.cancel()
 
@@ -76,3 +80,28 @@ def test_refreeze_pays_only_for_real_growth() -> None:
     assert needs_refreeze(MIN_GROWTH, 0)
     assert not needs_refreeze(300_000, 1_000_000)
     assert needs_refreeze(500_000, 1_000_000)
+
+
+async def test_only_every_few_refreezes_walks_the_frozen_objects(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refreeze between full ones collects only what is not frozen (the growth)."""
+    monkeypatch.setattr(heap, "FULL_EVERY", 3)
+    fulls: list[bool] = []
+    real = heap.refreeze
+
+    def recorded(full: bool) -> int:
+        fulls.append(full)
+        return real(full)
+
+    monkeypatch.setattr(heap, "refreeze", recorded)
+    kept = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(keep_frozen, 0.05)
+        with trio.fail_after(60):
+            while len(fulls) < 4:
+                if len(kept) < len(fulls):  # refrozen: grow again
+                    kept.append(growth_due(gc.get_freeze_count()))
+                    gc.collect()  # into the oldest generation, as long-lived objects get
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+    assert fulls == [True, False, False, True]

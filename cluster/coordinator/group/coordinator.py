@@ -134,6 +134,7 @@ class GroupCoordinator:
         interval_s = self.broker.config.offsets_retention_check_interval_ms / 1000
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.timers.run)
+            nursery.start_soon(self.partitions.run_loads)
             nursery.start_soon(every, interval_s, self.expire_offsets, logger, "offset expiration")
 
     # --- requests -------------------------------------------------------------------------
@@ -340,11 +341,11 @@ class GroupCoordinator:
 
     def list_groups(self, states: Iterable[str], types: Iterable[str]
                     ) -> tuple[Error, list[tuple[str, str, str, str]]]:
+        for p in self.partitions.led_partitions():
+            if p not in self.loaded and p not in self.loading:
+                self.load(p)
         if self.loading:
             return Error.COORDINATOR_LOAD_IN_PROGRESS, []
-        for p in self.partitions.led_partitions():
-            if p not in self.loaded:
-                self.load(p)
         led = set(self.partitions.led_partitions())
         return Error.NONE, [g for g in self.groups.list_all(states, types)
                             if self.partition_for(g[0]) in led]

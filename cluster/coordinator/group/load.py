@@ -37,6 +37,8 @@ LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size's default
 # Records held before they are replayed: bounds the memory of a load whose history is
 # mostly records that are not folded (transactional commits, group records).
 WINDOW_RECORDS = 200_000
+# Records replayed between two pauses of a load in the background.
+PAUSE_RECORDS = 2_000
 
 # An OffsetCommitKey's int16 version, 0 or 1; the same key in either.
 _COMMIT_V0 = b"\x00\x00"
@@ -111,38 +113,70 @@ class HistoryScan:
         return heapq.merge(survivors, others, key=itemgetter(0))
 
 
+class PartitionLoad:
+    """Replaying partition ``p``'s log (whose groups ``in_partition`` selects) into
+    ``groups``, ``window`` records held at a time at most. :meth:`steps` pauses now and
+    then so a caller on the event loop can serve others meanwhile; it reads to the end
+    the log had when it began, so a caller that paused runs it again until
+    :attr:`caught_up`. ``touched`` gathers the ids of the groups replayed."""
+
+    def __init__(self, log: Log, groups: Groups, in_partition: Callable[[str], bool], p: int,
+                 window: int = WINDOW_RECORDS) -> None:
+        self.log, self.groups, self.in_partition, self.p = log, groups, in_partition, p
+        self.window = window
+        self.offset = log.log_start_offset
+        self.failed = False
+        self.touched: set[str] = set()
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether nothing is left to read: the log's end reached, or a batch unreadable."""
+        return self.failed or self.offset >= self.log.log_end_offset
+
+    def steps(self) -> Iterator[None]:
+        """Replay from :attr:`offset` to the log's present end, pausing after each batch
+        and every few thousand records replayed."""
+        scan = HistoryScan()
+        try:
+            for header, batch in log_batches(self.log, LOAD_BUFFER_BYTES, self.offset):
+                scan.add_batch(batch, header)
+                self.offset = header.next_offset
+                if len(scan) >= self.window:
+                    yield from self._replay(scan.drain())
+                yield
+        except (RecordBatchError, OffsetOutOfRangeError, OSError, ValueError, IndexError) as e:
+            logger.error("loading %s-%d stopped at offset %d: %s", OFFSETS_TOPIC, self.p,
+                         self.offset, e)
+            self.failed = True
+        yield from self._replay(scan.drain())
+
+    def run(self) -> set[str]:
+        """The whole replay with no pause: the ids of the groups it touched."""
+        for _ in self.steps():
+            pass
+        return self.touched
+
+    def _replay(self, records: Iterable[Entry | Marker]) -> Iterator[None]:
+        groups, in_partition, touched = self.groups, self.in_partition, self.touched
+        for n, item in enumerate(records, 1):
+            if isinstance(item, Marker):
+                groups.replay_txn_marker(item.producer_id, item.commit, in_partition)
+            else:
+                # A transaction's offsets stay pending until its marker is read (or after
+                # the log end, while it is still open).
+                record = _decode(item, self.p)
+                if record is not None:
+                    groups.replay(record, item.offset, item.producer_id)
+                    touched.add(record[0].group)
+            if n % PAUSE_RECORDS == 0:
+                yield
+
+
 def load_log(log: Log, groups: Groups, in_partition: Callable[[str], bool], p: int,
              window: int = WINDOW_RECORDS) -> set[str]:
-    """Replay partition ``p``'s log (whose groups ``in_partition`` selects) into
-    ``groups``, from its start to its end or to an unreadable batch, ``window`` records
-    held at a time at most: the ids of the groups it touched."""
-    scan = HistoryScan()
-    touched: set[str] = set()
-    offset = log.log_start_offset
-    try:
-        for header, batch in log_batches(log, LOAD_BUFFER_BYTES):
-            scan.add_batch(batch, header)
-            offset = header.next_offset
-            if len(scan) >= window:
-                _replay(scan.drain(), groups, in_partition, p, touched)
-    except (RecordBatchError, OffsetOutOfRangeError, OSError, ValueError, IndexError) as e:
-        logger.error("loading %s-%d stopped at offset %d: %s", OFFSETS_TOPIC, p, offset, e)
-    _replay(scan.drain(), groups, in_partition, p, touched)
-    return touched
-
-
-def _replay(records: Iterable[Entry | Marker], groups: Groups,
-            in_partition: Callable[[str], bool], p: int, touched: set[str]) -> None:
-    for item in records:
-        if isinstance(item, Marker):
-            groups.replay_txn_marker(item.producer_id, item.commit, in_partition)
-            continue
-        # A transaction's offsets stay pending until its marker is read (or after the
-        # log end, while it is still open).
-        record = _decode(item, p)
-        if record is not None:
-            groups.replay(record, item.offset, item.producer_id)
-            touched.add(record[0].group)
+    """Replay partition ``p``'s whole log at once (:class:`PartitionLoad`): the ids of the
+    groups it touched."""
+    return PartitionLoad(log, groups, in_partition, p, window).run()
 
 
 def _decode(entry: Entry, p: int) -> Record | None:

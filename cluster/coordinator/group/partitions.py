@@ -3,6 +3,10 @@ on first use (compacted, Kafka's settings), which partition a group belongs to a
 coordinates it, loading a partition at start-up or on a new leadership by replaying its
 log, unloading it, and writing the records requests produce as v2 batches (acks=all),
 each replayed once written.
+
+A partition whose log is small loads at once. A larger one loads in the background, as
+Kafka's do: its groups answer COORDINATOR_LOAD_IN_PROGRESS (clients retry) while the
+broker serves everything else, the load pausing every few milliseconds.
 """
 
 from __future__ import annotations
@@ -10,9 +14,13 @@ from __future__ import annotations
 import logging
 import struct
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+import trio
+
+from josefk.cluster.background import failures_logged
 from josefk.cluster.coordinator.group.api import (
     Error,
     Result,
@@ -20,9 +28,10 @@ from josefk.cluster.coordinator.group.api import (
 )
 from josefk.cluster.coordinator.group.groups import Groups
 from josefk.cluster.coordinator.group.host import CoordinatorHost
-from josefk.cluster.coordinator.group.load import load_log
+from josefk.cluster.coordinator.group.load import PartitionLoad
 from josefk.cluster.coordinator.group.records import Record, encode_record
 from josefk.cluster.coordinator.records import (
+    BACKGROUND_LOAD_BYTES,
     OFFSETS_TOPIC,
     RecordFormatError,
     build_batch,
@@ -31,12 +40,15 @@ from josefk.cluster.coordinator.records import (
 from josefk.cluster.metadata.errors import ClusterError
 from josefk.cluster.metadata.store import BrokerInfo
 from josefk.cluster.partition import PartitionError
+from josefk.log.log import Log
 from josefk.protocol.record_batch import HEADER_SIZE, RecordBatchError
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 RECORD_OVERHEAD = 32  # a record's framing in a batch, generously
+# How long a load in the background runs before it lets other tasks run.
+LOAD_SLICE_S = 0.02
 
 
 class OffsetsPartitions:
@@ -51,6 +63,12 @@ class OffsetsPartitions:
         self.on_loaded = on_loaded
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
+        # Loads waiting for the loader (`run_loads`), and each loading partition's
+        # current load: a load whose token was replaced (unload, reload) stops.
+        self._queue: deque[tuple[int, object, bool]] = deque()
+        self._tokens: dict[int, object] = {}
+        self._queued = trio.Event()
+        self._loader_running = False
         # How long each loaded partition took to replay, in ms (the broker's metrics).
         self.load_times_ms: dict[int, float] = {}
 
@@ -95,11 +113,9 @@ class OffsetsPartitions:
         partition = self.broker.partition(OFFSETS_TOPIC, p)
         if partition is None or not partition.is_leader:
             return Error.NOT_COORDINATOR
-        if p in self.loading:
-            return Error.COORDINATOR_LOAD_IN_PROGRESS
-        if p not in self.loaded:
+        if p not in self.loaded and p not in self.loading:
             self.load(p)  # e.g. the topic was created through CreateTopics
-        return Error.NONE
+        return Error.COORDINATOR_LOAD_IN_PROGRESS if p in self.loading else Error.NONE
 
     async def coordinator_node(self, key: str) -> tuple[Error, BrokerInfo | None]:
         """FindCoordinator for a group: the leader of its partition."""
@@ -122,22 +138,30 @@ class OffsetsPartitions:
     # --- loading ------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Startup hook: replay every ``__consumer_offsets`` partition this broker leads."""
+        """Startup hook (before the broker serves): replay every ``__consumer_offsets``
+        partition this broker leads whose log is small; queue the others."""
         for p in self.led_partitions():
-            self.load(p, wake=False)
+            partition = self.broker.partition(OFFSETS_TOPIC, p)
+            if partition is not None and self._is_large(partition.log):
+                self._enqueue(p, wake=False)  # `run_loads` starts once the broker serves
+            else:
+                self.load(p, wake=False)
         if self.loaded:
             logger.info("loaded %d groups from %d %s partitions in %.0f ms",
                         len(self.groups.groups) + len(self.groups.consumer.groups),
                         len(self.loaded), OFFSETS_TOPIC, sum(self.load_times_ms.values()))
+        if self.loading:
+            logger.info("loading %d %s partitions in the background", len(self.loading),
+                        OFFSETS_TOPIC)
 
     def on_leadership_change(self) -> None:
         """Follow leadership of ``__consumer_offsets``: load the partitions this broker
         now leads, drop the groups of those it no longer leads (Kafka's onElection /
         onResignation); clients of dropped groups get NOT_COORDINATOR and look again."""
         led = set(self.led_partitions())
-        for p in sorted(self.loaded - led):
+        for p in sorted((self.loaded | self.loading) - led):
             self.unload(p)
-        for p in sorted(led - self.loaded):
+        for p in sorted(led - self.loaded - self.loading):
             self.load(p)
 
     def unload(self, p: int) -> None:
@@ -145,22 +169,81 @@ class OffsetsPartitions:
         requests are answered NOT_COORDINATOR."""
         self.groups.unload(self.in_partition(p))
         self.loaded.discard(p)
+        self.loading.discard(p)
+        self._tokens.pop(p, None)  # a load under way stops
         self.load_times_ms.pop(p, None)
         logger.info("unloaded %s-%d: this broker no longer leads it", OFFSETS_TOPIC, p)
 
     def load(self, p: int, *, wake: bool = True) -> None:
         """Replay partition ``p`` from its log start to its end (transactional records
         count once their commit marker is read; aborted or open ones never do), each
-        superseded plain offset commit left out (:mod:`.load`)."""
+        superseded plain offset commit left out (:mod:`.load`): at once if its log is
+        small or no loader runs, else queued for `run_loads`."""
         partition = self.broker.partition(OFFSETS_TOPIC, p)
         if partition is None:
             return
-        self.loading.add(p)
+        if self._loader_running and self._is_large(partition.log):
+            self._enqueue(p, wake)
+            self._queued.set()
+            return
         started = time.monotonic()
+        self._loaded(p, PartitionLoad(partition.log, self.groups, self.in_partition(p),
+                                      p).run(), started, wake)
+
+    @staticmethod
+    def _is_large(log: Log) -> bool:
+        return log.size_in_bytes() >= BACKGROUND_LOAD_BYTES
+
+    def _enqueue(self, p: int, wake: bool) -> None:
+        token = object()
+        self.loading.add(p)
+        self._tokens[p] = token
+        self._queue.append((p, token, wake))
+
+    async def run_loads(self) -> None:
+        """Background task: the queued loads, one at a time, until cancelled."""
+        self._loader_running = True
         try:
-            touched = load_log(partition.log, self.groups, self.in_partition(p), p)
+            while True:
+                while self._queue:
+                    p, token, wake = self._queue.popleft()
+                    if self._tokens.get(p) is token:
+                        with failures_logged(logger, f"loading {OFFSETS_TOPIC}-{p}"):
+                            await self._load_in_slices(p, token, wake)
+                    if self._tokens.get(p) is token:  # it failed: the next request retries
+                        self.unload(p)
+                self._queued = trio.Event()
+                await self._queued.wait()
         finally:
+            self._loader_running = False
+
+    async def _load_in_slices(self, p: int, token: object, wake: bool) -> None:
+        partition = self.broker.partition(OFFSETS_TOPIC, p)
+        if partition is None:
             self.loading.discard(p)
+            self._tokens.pop(p, None)
+            return
+        started = time.monotonic()
+        load = PartitionLoad(partition.log, self.groups, self.in_partition(p), p)
+        slice_end = time.monotonic() + LOAD_SLICE_S
+        while True:
+            for _ in load.steps():
+                if time.monotonic() >= slice_end:
+                    await trio.sleep(0)
+                    if self._tokens.get(p) is not token:
+                        return  # unloaded meanwhile: its groups were dropped
+                    slice_end = time.monotonic() + LOAD_SLICE_S
+            # Nothing awaited since the last step: records appended meanwhile (e.g.
+            # transaction markers) were read, or are read now.
+            if load.caught_up:
+                break
+        self.loading.discard(p)
+        del self._tokens[p]
+        self._loaded(p, load.touched, started, wake)
+        logger.info("loaded %s-%d in the background in %.0f ms", OFFSETS_TOPIC, p,
+                    self.load_times_ms[p])
+
+    def _loaded(self, p: int, touched: set[str], started: float, wake: bool) -> None:
         self.loaded.add(p)
         self.load_times_ms[p] = (time.monotonic() - started) * 1000
         for group_id in touched:
@@ -177,9 +260,12 @@ class OffsetsPartitions:
         """Append ``records`` (all of one partition) with acks=all, then replay them."""
         if not records:
             return Error.NONE
-        partition = self.broker.partition(OFFSETS_TOPIC, self.partition_for(records[0][0].group))
+        p = self.partition_for(records[0][0].group)
+        partition = self.broker.partition(OFFSETS_TOPIC, p)
         if partition is None or not partition.is_leader:
             return Error.NOT_COORDINATOR
+        if p in self.loading:
+            return Error.COORDINATOR_LOAD_IN_PROGRESS  # e.g. expiry of a half-loaded group
         limit = min(partition.log.config.max_message_bytes, partition.log.config.segment_bytes)
         try:
             chunks = list(_chunks(records, limit - HEADER_SIZE))

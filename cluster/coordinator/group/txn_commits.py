@@ -100,4 +100,6 @@ class TxnOffsetCommits:
     def complete(self, producer_id: int, partition: int, commit: bool) -> None:
         """A COMMIT or ABORT marker of ``producer_id`` was written to ``partition``: its
         pending offsets there become the groups' (commit) or are dropped (abort)."""
+        if partition in self.partitions.loading:
+            return  # the load reads the marker from the log
         self.groups.replay_txn_marker(producer_id, commit, self.partitions.in_partition(partition))

@@ -22,7 +22,12 @@ from collections.abc import Awaitable, Callable, Iterable
 import trio
 
 from josefk.cluster.background import every, failures_logged
-from josefk.cluster.coordinator.records import build_batch, keys_and_values, log_batches
+from josefk.cluster.coordinator.records import (
+    BACKGROUND_LOAD_BYTES,
+    build_batch,
+    keys_and_values,
+    log_batches,
+)
 from josefk.cluster.coordinator.transaction.coordinator import TxnCoordinator
 from josefk.cluster.coordinator.transaction.effects import (
     Decision,
@@ -148,17 +153,33 @@ class TxnService:
                 self.load_times_ms.pop(p, None)
                 logger.info("unloaded %s-%d", TRANSACTION_STATE_TOPIC, p)
         for p, epoch in sorted(led.items()):
-            if self.loaded.get(p) != epoch:
+            if self.loaded.get(p) != epoch and self.coordinator.loading.get(p) != epoch:
                 self._load(p, epoch)
 
     def _load(self, p: int, epoch: int) -> None:
+        """Replay partition ``p``: at once if its log is small, else its log is read in a
+        worker thread while its ids answer COORDINATOR_LOAD_IN_PROGRESS (Kafka loads in
+        the background too)."""
         partition = self.host.partition(TRANSACTION_STATE_TOPIC, p)
         if partition is None:
             return
         started = time.monotonic()
         self.coordinator.begin_loading(p, epoch)
-        records = _read_records(partition.log, p,
-                                self.host.config.values["transaction.state.log.load.buffer.size"])
+        buffer = self.host.config.values["transaction.state.log.load.buffer.size"]
+        if partition.log.size_in_bytes() < BACKGROUND_LOAD_BYTES:
+            self._loaded(p, epoch, _read_records(partition.log, p, buffer), started)
+            return
+
+        async def in_background() -> None:
+            # Only this coordinator appends to the partition, and not while it loads.
+            records = await trio.to_thread.run_sync(_read_records, partition.log, p, buffer)
+            self._loaded(p, epoch, records, started)
+        self._spawn(in_background)
+
+    def _loaded(self, p: int, epoch: int, records: list[tuple[bytes | None, bytes | None]],
+                started: float) -> None:
+        if self.coordinator.loading.get(p) != epoch:
+            return  # unloaded or re-elected meanwhile
         jobs = self.coordinator.finish_loading(p, epoch, records)
         self.loaded[p] = epoch
         self.load_times_ms[p] = (time.monotonic() - started) * 1000
