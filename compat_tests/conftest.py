@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from typing import IO, Any
 
 import pytest
 from kafka import KafkaAdminClient
+
+from josefk.testing.polling import free_port
 
 from .certs import Certs, make_certs
 from .rawkafka import RawConnection
@@ -98,13 +99,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(DEFAULT_TEST_TIMEOUT))
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def probe(bootstrap: str, timeout: float = 2.0) -> int:

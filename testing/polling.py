@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -17,8 +18,32 @@ class WaitTimeout(AssertionError):
     """A bounded wait ran out; the message names what was awaited and the last answer."""
 
 
+# Ports handed out below the kernel's ephemeral range, where no outgoing connection takes
+# one between the pick and the broker's bind (a port the kernel picked for ``bind(0)`` is in
+# that range, and a client connecting meanwhile can get it: "Address already in use").
+_PORTS = (10_000, 32_767)
+
+
+def _ephemeral_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port of ``host`` that nothing listens on right now."""
+    """A TCP port of ``host`` that nothing listens on right now, outside the ephemeral
+    range when that leaves room (else one the kernel picks)."""
+    low, high = _PORTS[0], min(_PORTS[1], _ephemeral_start() - 1)
+    for _ in range(100 if high > low else 0):
+        port = random.randint(low, high)
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
