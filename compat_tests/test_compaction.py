@@ -174,6 +174,30 @@ def test_tombstones_disappear_after_delete_retention(cleaning_broker: Broker) ->
     assert offsets == sorted(offsets)
 
 
+def test_replaced_segments_go_after_the_file_delete_delay(cleaning_broker: Broker) -> None:
+    """The segments a cleaning replaced are renamed ``.deleted`` and removed
+    ``file.delete.delay.ms`` later, not at the next retention check (every 5 minutes)."""
+    assert cleaning_broker.data_dir is not None
+    bootstrap = cleaning_broker.bootstrap
+    topic = create_compacted(bootstrap, **{"file.delete.delay.ms": "500"})
+    directory = cleaning_broker.data_dir / f"{topic}-0"
+    writer = Writer(bootstrap, topic)
+    for version in range(VERSIONS):
+        writer.send([(b"key-%d" % k, b"value-%d-%d" % (version, k)) for k in range(KEYS)])
+    writer.send([(b"end", b"rolls the last segment")])
+    expected = writer.last_values()
+    poll_until("the cleaner did not leave only the last value of each key",
+               lambda: read_all(bootstrap, topic) == expected)
+    segments = {p.name for p in directory.iterdir() if p.name.endswith(".log")}
+    assert len(segments) < VERSIONS + 1  # some were replaced by cleaned ones
+
+    def leftovers() -> list[str]:
+        return sorted(p.name for p in directory.iterdir() if p.name.endswith(".deleted"))
+
+    poll_until("replaced segments stayed on disk past file.delete.delay.ms",
+               lambda: not leftovers(), seconds=20)
+
+
 def test_a_record_without_a_key_is_refused(cleaning_broker: Broker) -> None:
     bootstrap = cleaning_broker.bootstrap
     topic = create_compacted(bootstrap)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from josefk.log.cleaner.swap import CLEANED_SUFFIX, SWAP_SUFFIX, rename_suffix
 from josefk.log.clock import now_ms
@@ -36,6 +36,7 @@ class LogDeletion:
     _high_watermark: int
     truncations: int
     pending_deletes: list[tuple[int, LogSegment]]
+    delete_watch: set[Any] | None
     _flush_lock: threading.Lock
 
     if TYPE_CHECKING:
@@ -126,6 +127,8 @@ class LogDeletion:
     def _schedule_delete(self, segment: LogSegment, now: int) -> None:
         segment.rename_for_deletion()
         self.pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+        if self.delete_watch is not None:
+            self.delete_watch.add(self)
 
     def _delete_now(self, segment: LogSegment) -> None:
         segment.delete_files()

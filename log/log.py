@@ -131,6 +131,8 @@ class Log(LogTransactions, LogDeletion):
         # when it rolls or, under a flush policy, appends, so the periodic check visits
         # those rather than every log (50,000 partitions cost 8% of a CPU otherwise).
         self.flush_watch: set[Log] | None = None
+        # The owner's set of logs with ``.deleted`` files waiting for file.delete.delay.ms.
+        self.delete_watch: set[Log] | None = None
 
     # --- opening -----------------------------------------------------------------
 

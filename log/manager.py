@@ -73,6 +73,7 @@ class LogManager:
         self.threads_per_dir = threads_per_dir
         self.logs: dict[TopicPartition, Log] = {}
         self._flush_watch: set[Log] = set()  # logs that may need a flush (Log.flush_watch)
+        self._delete_watch: set[Log] = set()  # logs with files to delete (Log.delete_watch)
         self._dir_of: dict[TopicPartition, Path] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         # Directories of deleted logs, renamed aside, for the server to remove off the
@@ -241,7 +242,7 @@ class LogManager:
             fsync_tree(staging)
             staging.rename(destination)
             shutil.rmtree(log.directory, ignore_errors=True)
-        self._flush_watch.discard(log)
+        self._unwatch(log)
         moved = self._watch(DirGuardedLog.open(destination, log.config, log_start_offset=start,
                                      recovery_point=log.log_end_offset, clean_shutdown=True))
         moved.high_watermark = high_watermark
@@ -259,7 +260,7 @@ class LogManager:
         self._dir_of.pop(tp, None)
         if log is None:
             return
-        self._flush_watch.discard(log)
+        self._unwatch(log)
         _retire(log)
         log.close(sync=False)  # nothing of it is to survive a crash
         aside = log.directory.with_name(aside_name(topic, partition, DELETE_DIR_SUFFIX))
@@ -293,7 +294,7 @@ class LogManager:
             log = self.logs.pop(tp)
             if isinstance(log, DirGuardedLog):
                 log.offline = True
-            self._flush_watch.discard(log)
+            self._unwatch(log)
             close_handles(log)
             self.offline_logs[tp] = log
         logger.warning("log directory %s is offline: %d partition logs taken out of service; "
@@ -307,7 +308,25 @@ class LogManager:
         log.flush_watch = self._flush_watch
         if log.may_need_flush():
             self._flush_watch.add(log)
+        log.delete_watch = self._delete_watch
+        if log.pending_deletes:
+            self._delete_watch.add(log)
         return log
+
+    def _unwatch(self, log: Log) -> None:
+        self._flush_watch.discard(log)
+        self._delete_watch.discard(log)
+
+    def delete_due_files(self, now: int | None = None) -> None:
+        """Remove the ``.deleted`` files whose file.delete.delay.ms has passed: Kafka
+        schedules each deletion at its delay, not at the next retention check."""
+        now = now_ms() if now is None else now
+        for log in list(self._delete_watch):
+            # A log whose directory fails meanwhile is reported and skipped.
+            with contextlib.suppress(StorageError):
+                log.delete_expired_files(now)
+            if not log.pending_deletes:
+                self._delete_watch.discard(log)
 
     def enforce_retention(self, now: int | None = None) -> int:
         now = now_ms() if now is None else now

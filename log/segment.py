@@ -33,6 +33,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 INT32_MAX = (1 << 31) - 1
 _READ_CHUNK = 1 << 20
+_HEADER_READAHEAD = 8192  # bytes read at once to walk batch headers while batches are small
 
 logger = logging.getLogger(__name__)
 
@@ -248,12 +249,19 @@ class LogSegment:
                      ) -> Iterator[tuple[int, BatchHeader]]:
         """Headers of the batches from ``position`` (a batch boundary) to ``end``."""
         end = self.size if end is None else min(end, self.size)
+        buffer, start, small = b"", position, True  # ``buffer`` holds the file from ``start``
         while position + HEADER_SIZE <= end:
-            header = parse_header(self.pread(position, HEADER_SIZE))
+            at = position - start
+            if at + HEADER_SIZE > len(buffer):
+                # Small batches: one read brings many headers. Large ones: the header only.
+                want = _HEADER_READAHEAD if small else HEADER_SIZE
+                buffer, start, at = self.pread(position, min(end - position, want)), position, 0
+            header = parse_header(buffer, at)
             if header.size < HEADER_SIZE or position + header.size > end:
                 return
             yield position, header
             position += header.size
+            small = header.size < _HEADER_READAHEAD
 
     def translate_offset(self, offset: int, start_position: int = 0
                          ) -> tuple[int, BatchHeader] | None:
@@ -443,7 +451,10 @@ class LogSegment:
         self.release_fd()
 
     def rename_for_deletion(self) -> None:
-        """Kafka's async delete: rename to ``.deleted`` now, remove the files later."""
+        """Kafka's async delete: rename to ``.deleted`` now, remove the files later. The
+        ``.log`` descriptor is closed now (a late reader reopens it under the new name):
+        a compacted topic renames segments faster than the delay deletes them."""
+        self.release_fd()
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             if path.exists():
                 os.replace(path, path.with_name(path.name + DELETED_SUFFIX))

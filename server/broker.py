@@ -79,6 +79,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
+        self._last_log_config: tuple[str, BrokerConfig, dict[str, str], LogConfig] | None = None
         # The api keys served; their handlers are imported on each api's first request.
         handled = [key for key in MODULES if config.zookeeper_connect
                    or key not in CLUSTER_ONLY_KEYS]
@@ -214,7 +215,16 @@ class Broker:
     # --- topics and partitions ----------------------------------------------------
 
     def log_config_for(self, topic: str) -> LogConfig:
-        return self.config.log_config(self.store.topic_configs(topic))
+        """``topic``'s LogConfig under the current broker config; the last one is kept, as
+        the partitions of one topic are opened one after another (10,000 at first write)."""
+        overrides = self.store.topic_configs(topic)
+        last = self._last_log_config
+        if (last is not None and last[0] == topic and last[1] is self.config
+                and last[2] == overrides):
+            return last[3]
+        config = self.config.log_config(overrides)
+        self._last_log_config = (topic, self.config, dict(overrides), config)
+        return config
 
     def partition(self, topic: str, index: int) -> Partition | None:
         partition = self.partitions.get((topic, index))

@@ -33,7 +33,7 @@ class JobsHost(Protocol):
 
 
 class BackgroundJobs:
-    """Flush policy and deleted logs' removal each second; retention, checkpoints and
+    """Flush policy, deleted logs' and segments' removal each second; retention, checkpoints and
     producer expiry on their intervals. A failing job is logged and retried, never fatal."""
 
     def __init__(self, host: JobsHost) -> None:
@@ -52,6 +52,7 @@ class BackgroundJobs:
             await trio.sleep(1)
             await self._run_job(self.flush_due_logs)
             await self._run_job(self.remove_deleted_logs)
+            await self._run_job(self.delete_due_files)
             now = trio.current_time()
             for i, (every, job) in enumerate(jobs):
                 if now >= due[i]:
@@ -68,6 +69,9 @@ class BackgroundJobs:
     async def remove_deleted_logs(self) -> None:
         if dirs := self._host.log_manager.take_deleted_dirs():
             await trio.to_thread.run_sync(remove_dirs, dirs)
+
+    async def delete_due_files(self) -> None:
+        self._host.log_manager.delete_due_files()
 
     async def flush_due_logs(self) -> None:
         metrics = self._host.metrics

@@ -61,18 +61,18 @@ def umount(path: Path) -> None:
 
 
 def fill(path: Path) -> int:
-    """Take every free byte of ``path``'s file system; the bytes taken."""
+    """Take every free byte of ``path``'s file system; the bytes taken (0 if the broker's
+    own writes had filled it already: then even creating the ballast file fails)."""
     taken = 0
     chunk = b"\0" * (1 << 16)
-    with open(path / BALLAST, "ab") as f:
-        while True:
-            try:
-                taken += f.write(chunk)
-                f.flush()
-            except OSError as e:
-                if e.errno != errno.ENOSPC:
-                    raise
-                break
+    try:
+        # Unbuffered: a write cut short by ENOSPC leaves nothing for close() to flush.
+        with open(path / BALLAST, "ab", buffering=0) as f:
+            while written := f.write(chunk):
+                taken += written
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
     return taken
 
 

@@ -293,3 +293,29 @@ def test_reads_survive_evicted_indexes(make_log, monkeypatch: pytest.MonkeyPatch
             assert log.offset_for_timestamp(target) == brute_force(records, target)
     finally:
         log.close()
+
+
+@pytest.mark.parametrize("end_cut", [0, 1, 70])
+def test_walking_batch_headers_reads_many_small_ones_at_once(make_log, monkeypatch,
+                                                              end_cut: int) -> None:
+    """The headers walked are those read one by one, ``end`` cutting a batch off; small
+    batches come many to a read, a large batch costs one header-sized read."""
+    log = make_log(segment_bytes=10**7)
+    sizes = [64] * 400 + [30_000, 64, 30_000, 30_000] + [64] * 200
+    for value_size in sizes:
+        log.append_as_leader(build_batch(value_size=value_size), leader_epoch=0, now=BASE_TS)
+    [segment] = log.segments
+    one_by_one, position = [], 0
+    while position < segment.size:
+        header = parse_header(segment.pread(position, 61))
+        one_by_one.append((position, header))
+        position += header.size
+    end = segment.size - end_cut
+    expected = [(p, h) for p, h in one_by_one if p + h.size <= end]
+    reads: list[int] = []
+    real_pread = segment.pread
+    monkeypatch.setattr(segment, "pread", lambda at, n: reads.append(n) or real_pread(at, n))
+    assert list(segment.batches_from(0, end)) == expected
+    small_bytes = sum(h.size for _, h in one_by_one if h.size < 8192)
+    assert len(reads) <= small_bytes // 8192 + 2 + 3 * 2  # each large batch: at most 2 reads
+    assert 61 in reads  # the header after a large batch, read alone

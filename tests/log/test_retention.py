@@ -71,6 +71,26 @@ def test_deleted_segments_are_renamed_then_removed_after_the_delay(filled) -> No
     assert files_with(directory, ".log") == [seg_name(6), seg_name(9)]
 
 
+def open_files_named(suffix: str) -> list[str]:
+    """This process's open descriptors whose file name ends with ``suffix``."""
+    names = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+             if os.path.exists(f"/proc/self/fd/{fd}")]
+    return [n for n in names if n.removesuffix(" (deleted)").endswith(suffix)]
+
+
+def test_a_segment_renamed_for_deletion_holds_no_descriptor(filled) -> None:
+    """A compacted topic renames segments faster than file.delete.delay.ms removes them:
+    their descriptors must not wait for the delay (the soak's descriptor saw-tooth)."""
+    log = filled(retention_ms=100)
+    held = [log.read(offset, 1 << 20) for offset in (0, 3, 6)]  # descriptors now cached
+    assert len(open_files_named(".log")) >= 3
+    assert log.enforce_retention(now=BASE_TS + 12 + 101) == 2
+    assert open_files_named(".deleted") == []
+    # A fetch still holding a renamed segment reads it under its new name.
+    first = held[0]
+    assert len(first.segment.pread(first.position, first.length)) == first.length == 3 * SIZE
+
+
 def test_delete_delay_uses_the_callers_clock(filled) -> None:
     log = filled(retention_ms=100)
     now = BASE_TS + 12 + 101

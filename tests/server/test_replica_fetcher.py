@@ -298,3 +298,56 @@ async def test_a_follower_ahead_of_the_leaders_log_end_cuts_back_to_it(tmp_path:
     peer = ScriptedPeer(out_of_range_answer(), list_offsets_answer(4), list_offsets_answer(0))
     await fetcher._round(peer)  # type: ignore[arg-type]
     assert partition.log.log_end_offset == 4
+
+
+class ManyPartitions(Host):
+    """Broker 1 following broker 2 on partitions t-0..t-3."""
+
+    def __init__(self, partitions: dict[tuple[str, int], Partition]) -> None:
+        self._partitions = partitions
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+
+async def test_truncations_past_the_rounds_slice_wait_for_the_next_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each truncation rebuilds producer state on the event loop: a round applies them for
+    at most TRUNCATION_SLICE_S, and the rest are asked again in the next round."""
+    partitions = {}
+    for index in range(4):
+        partition = follower(tmp_path / str(index))
+        partition.index = index
+        partitions[("t", index)] = partition
+    fetcher = ReplicaFetcher(ManyPartitions(partitions), leader_id=2)  # type: ignore[arg-type]
+    for tp in partitions:
+        fetcher.add(tp)
+    clock = [0.0]
+    monkeypatch.setattr(replication, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    apply = fetcher._apply_truncation
+
+    def slow_truncation(*args: Any) -> None:
+        apply(*args)
+        clock[0] += 0.06  # each truncation takes 60 ms: two fit in the 0.1-s slice
+
+    monkeypatch.setattr(fetcher, "_apply_truncation", slow_truncation)
+
+    def answer_for(indexes: list[int]) -> Any:
+        ps = [SimpleNamespace(partition=i, error_code=0, leader_epoch=12, end_offset=4)
+              for i in indexes]
+        return SimpleNamespace(topics=[SimpleNamespace(topic="t", partitions=ps)])
+
+    def asked(peer: ScriptedPeer) -> list[int]:
+        return sorted(p.partition for t in peer.requests[0].topics for p in t.partitions)
+
+    first = ScriptedPeer(answer_for([0, 1, 2, 3]))
+    await fetcher._round(first)  # type: ignore[arg-type]
+    ends = {i: partitions[("t", i)].log.log_end_offset for i in range(4)}
+    assert sorted(ends.values()) == [4, 4, 10, 10]
+    left = sorted(i for i, end in ends.items() if end == 10)
+    assert sorted(i for (_, i), f in fetcher.partitions.items() if f.truncating) == left
+    second = ScriptedPeer(answer_for(left))
+    await fetcher._round(second)  # type: ignore[arg-type]
+    assert asked(second) == left
+    assert [partitions[("t", i)].log.log_end_offset for i in range(4)] == [4] * 4
+    assert not any(f.truncating for f in fetcher.partitions.values())
