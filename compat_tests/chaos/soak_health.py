@@ -51,6 +51,7 @@ class BrokerHealth:
     processes: int = 0
     rss_mb: tuple[float, float] = (0.0, 0.0)  # first and last after the warm-up
     rss_slope: float | None = None  # MB per hour
+    anon_slope: float | None = None  # MB per hour of the anonymous (heap) part, if sampled
     fds: tuple[int, int] = (0, 0)
     fds_slope: float | None = None  # descriptors per hour
     fitted_s: float = 0.0  # how long the fitted process ran after its warm-up
@@ -64,12 +65,17 @@ class BrokerHealth:
             growth = "too short after the warm-up for a slope"
         else:
             growth = (f"RSS {self.rss_mb[0]:.0f} -> {self.rss_mb[1]:.0f} MB "
-                      f"({self.rss_slope:+.1f} MB/h), fds {self.fds[0]} -> {self.fds[1]} "
+                      f"({self.rss_slope:+.1f} MB/h{self._anon()}), fds {self.fds[0]} -> "
+                      f"{self.fds[1]} "
                       f"({self.fds_slope:+.1f}/h) over {self.fitted_s:.0f} s")
         return (f"broker {self.broker}: {self.processes} process(es); {growth}; worst stall "
                 f"{self.worst_stall * 1000:.0f} ms at {self.worst_stall_at:.0f} s (the sampler "
                 f"itself woke up to {self.worst_late * 1000:.0f} ms late); "
                 f"{self.unanswered} unanswered probes")
+
+
+    def _anon(self) -> str:
+        return "" if self.anon_slope is None else f", anonymous {self.anon_slope:+.1f} MB/h"
 
 
 def _own_faults(windows: list[FaultWindow], broker: int) -> list[tuple[float, float]]:
@@ -98,6 +104,8 @@ def _assess_one(broker: int, rows: list[dict[str, Any]], faults: list[tuple[floa
     if len(longest) >= MIN_SAMPLES:
         health.rss_mb = (longest[0]["rss"] / MB, longest[-1]["rss"] / MB)
         health.rss_slope = slope_per_hour([(s["t"], s["rss"] / MB) for s in longest])
+        if all("anon" in s for s in longest):
+            health.anon_slope = slope_per_hour([(s["t"], s["anon"] / MB) for s in longest])
         health.fds = (longest[0]["fds"], longest[-1]["fds"])
         health.fds_slope = slope_per_hour([(s["t"], float(s["fds"])) for s in longest])
         health.fitted_s = longest[-1]["t"] - longest[0]["t"]

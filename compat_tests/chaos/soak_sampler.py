@@ -9,9 +9,11 @@ event loop (or JVM) stalled.
 HOME is the cluster's directory (``<HOME>/broker-<id>/data`` is in each broker's command
 line), OUT the JSON-lines file, BEGAN the ``time.monotonic()`` the histories count from.
 One line per broker and sample: ``t``, ``broker``, ``pid`` (the process group; null when
-no broker runs), ``rss`` (bytes), ``fds``, ``rtt`` (seconds; null without an answer) and
-``error``, and ``late``: how late the sampler itself woke for it (seconds), the machine's
-share of any delay. Runs until SIGTERM.
+no broker runs), ``rss`` (bytes), ``anon`` (the resident bytes not backed by a file: the
+heap, where a leak shows; ``rss`` also counts mapped files and libraries), ``fds``,
+``rtt`` (seconds; null without an answer) and ``error``, and ``late``: how late the
+sampler itself woke for it (seconds), the machine's share of any delay. Runs until
+SIGTERM.
 """
 
 from __future__ import annotations
@@ -47,20 +49,23 @@ def process_group(home: Path, broker_id: int) -> int | None:
     return None
 
 
-def group_usage(pgid: int) -> tuple[int, int]:
-    """Resident bytes and open descriptors summed over the processes of group ``pgid``."""
-    rss = fds = 0
+def group_usage(pgid: int) -> tuple[int, int, int]:
+    """Resident bytes, anonymous resident bytes and open descriptors summed over the
+    processes of group ``pgid``."""
+    rss = anon = fds = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if os.getpgid(int(entry.name)) != pgid:
                 continue
-            rss += int((entry / "statm").read_text().split()[1]) * PAGE
+            _, resident, shared, *_ = (int(x) for x in (entry / "statm").read_text().split())
+            rss += resident * PAGE
+            anon += (resident - shared) * PAGE
             fds += len(os.listdir(entry / "fd"))
         except (OSError, ProcessLookupError, ValueError, IndexError):
             continue
-    return rss, fds
+    return rss, anon, fds
 
 
 class Probe:
@@ -95,10 +100,10 @@ def sample(home: Path, broker_id: int, bootstrap: str, began: float, interval: f
         late = max(0.0, time.monotonic() - due)
         due = time.monotonic() + interval
         pgid = process_group(home, broker_id)
-        rss, fds = group_usage(pgid) if pgid is not None else (0, 0)
+        rss, anon, fds = group_usage(pgid) if pgid is not None else (0, 0, 0)
         rtt, error = probe.round_trip()
         line: dict[str, Any] = {"t": round(time.monotonic() - began, 3), "broker": broker_id,
-                                "pid": pgid, "rss": rss, "fds": fds, "rtt": rtt,
+                                "pid": pgid, "rss": rss, "anon": anon, "fds": fds, "rtt": rtt,
                                 "error": error, "late": round(late, 4)}
         with lock:
             out.write(json.dumps(line) + "\n")

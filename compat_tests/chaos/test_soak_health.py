@@ -34,6 +34,21 @@ def test_slopes_fit_the_longest_process_after_its_warm_up() -> None:
     assert health.fds == (100, 100) and health.fitted_s == pytest.approx(295.0)
 
 
+def test_the_anonymous_part_gets_a_slope_of_its_own() -> None:
+    """RSS grows 4 MB an hour, of which the heap (anonymous pages) 1 MB; samples of an
+    older sampler, without ``anon``, get no anonymous slope."""
+    samples = [{**_sample(t, 10, 50 + 4 * t / 3600, 100, 0.002),
+                "anon": int((30 + t / 3600) * MB)} for t in range(0, 600, 5)]
+    [health] = assess(samples, [], warmup=0.0)
+    assert health.rss_slope == pytest.approx(4.0, abs=0.01)
+    assert health.anon_slope == pytest.approx(1.0, abs=0.01)
+    assert "anonymous +1.0 MB/h" in health.line()
+    for s in samples:
+        del s["anon"]
+    [health] = assess(samples, [], warmup=0.0)
+    assert health.anon_slope is None and "anonymous" not in health.line()
+
+
 def test_stalls_inside_the_brokers_own_faults_do_not_count() -> None:
     events = [{"t": 10.0, "type": "nemesis", "f": "start", "fault": "pause", "targets": [1]},
               {"t": 20.0, "type": "nemesis", "f": "stop", "fault": "pause", "targets": [1]},
