@@ -287,12 +287,21 @@ def broker_config(
     return config
 
 
+# Set to N: josefk brokers run under tracemalloc, a heap snapshot every N seconds.
+TRACEMALLOC_ENV = "JOSEFK_TRACEMALLOC_EVERY_S"
+
+
 def broker_command(kind: str, properties: Path, config: dict[str, str]) -> list[str]:
     """The command line of a broker: josefk or Kafka 3.9, every key as --override."""
     overrides = [arg for key, value in config.items() for arg in ("--override", f"{key}={value}")]
     if kind == "kafka":
         # kafka.Kafka needs a properties file; it holds the same keys as the overrides.
         return [str(KAFKA39_START), str(properties), *overrides]
+    every = os.environ.get(TRACEMALLOC_ENV)
+    if every:  # the soak's heap hunt: compat_tests/chaos/traced_broker.py
+        heap = Path(config["log.dirs"].split(",")[0]).parent / "heap"
+        return [sys.executable, "-m", "compat_tests.chaos.traced_broker", every, str(heap),
+                "serve", *overrides]
     return [sys.executable, "-m", "josefk.server", "serve", *overrides]
 
 
