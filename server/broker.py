@@ -55,6 +55,7 @@ from josefk.server.security.listener import listener_security
 from josefk.server.security.session import current_session
 from josefk.server.transactions.markers import MarkerChannel, wait_replicated
 from josefk.server.transactions.verification import TxnVerifier
+from josefk.server.trim import keep_trimmed
 
 if TYPE_CHECKING:
     from josefk.cluster.coordinator.group.coordinator import GroupCoordinator
@@ -567,6 +568,7 @@ class Broker:
                     await self.cluster.join(nursery, self._registered_endpoints())
                 nursery.start_soon(BackgroundJobs(self).run)
                 nursery.start_soon(keep_frozen)
+                nursery.start_soon(keep_trimmed)
                 for task in self.background_tasks:
                     nursery.start_soon(task)
                 self._nursery = nursery

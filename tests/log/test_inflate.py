@@ -57,7 +57,8 @@ def test_gzip_members_are_concatenated_and_padding_skipped() -> None:
     assert inflate(GZIP, data) == DECODE[GZIP](data) == b"abcdef"
 
 
-@pytest.mark.parametrize("bad", [codec.gzip_encode(b"x" * 1000)[:-12], b"not gzip at all"])
+@pytest.mark.parametrize("bad", [codec.gzip_encode(b"x" * 1000)[:-12], b"not gzip at all"],
+                         ids=["truncated", "not-gzip"])
 def test_broken_gzip_is_an_error(bad: bytes) -> None:
     with pytest.raises(CorruptRecordError):
         inflate(GZIP, bad)
