@@ -4,11 +4,11 @@ it holds.
 glibc's malloc keeps what is freed in its arenas for reuse, and hands it back only from
 the top of the main heap; a burst of large buffers (fetch answers, a follower's catch-up
 reads, producer-state loads at a leadership change) leaves free pages between live ones
-that stay resident for ever. In the one-hour soak the leaders' RSS rose 13 MB an hour, in
-steps at each leadership change, while their Python heap (tracemalloc) grew about 1 MB
-in 25 minutes; ``malloc_trim(0)`` on those brokers gave back 12-14 MB at once. So every TRIM_S
-the broker calls it, in a worker thread (ctypes releases the GIL, so the event loop runs
-on; 1-8 ms on a 66 MB heap of mixed buffers, the first trim the longest). Only with glibc;
+that stay resident for ever. In a soak's brokers ``malloc_trim(0)`` gave back 12-14 MB at
+once (their traced Python heap had grown about 1 MB in 25 minutes while RSS rose 11-14 MB).
+So every TRIM_S the broker calls it, in a worker thread (ctypes releases the GIL, so the
+event loop runs on; 1-8 ms on a 66 MB heap of mixed buffers, the first trim the longest).
+It is not the whole of the soak's RSS slope (the README's soak section). Only with glibc;
 elsewhere (musl, macOS) nothing. As with the collector (``heap.py``), only a broker that
 owns its process (``josefk serve``) does it.
 """
