@@ -111,10 +111,15 @@ kafka-python-one-broker: install kafka-jars
 lint: install
 	$(BIN)/ruff check .
 
-## The whole suite: lint, unit and integration tests, then the compatibility suite
-## (kafka-python, aiokafka, confluent-kafka, kcat, Kafka's Java tools, Spark) against josefk.
+## The whole suite: lint, unit and integration tests (TEST_JOBS processes, one test file
+## each at a time), then the compatibility suite (kafka-python, aiokafka, confluent-kafka,
+## kcat, Kafka's Java tools, Spark) against josefk, one test at a time: its brokers, JVMs
+## and Spark jobs take the machine's cores.
+TEST_JOBS ?= 2
 test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat chromium fuse lint
-	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest tests compat_tests --durations=40 $(PYTEST_ARGS)
+	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest tests -n $(TEST_JOBS) --dist loadfile \
+	  --durations=20 $(PYTEST_ARGS)
+	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest compat_tests --durations=40 $(PYTEST_ARGS)
 
 BENCH := $(VENV)/.bench-stamp
 $(BENCH): $(CORE)

@@ -55,7 +55,7 @@ from josefk.server.security.listener import listener_security
 from josefk.server.security.session import current_session
 from josefk.server.transactions.markers import MarkerChannel, wait_replicated
 from josefk.server.transactions.verification import TxnVerifier
-from josefk.server.trim import keep_trimmed
+from josefk.server.trim import keep_trimmed, one_arena
 
 if TYPE_CHECKING:
     from josefk.cluster.coordinator.group.coordinator import GroupCoordinator
@@ -550,6 +550,7 @@ class Broker:
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled, then shut down cleanly (flush, checkpoints, marker)."""
+        one_arena()  # before the first thread (kazoo's, the startup's worker)
         if self.cluster is not None:
             await self.cluster.connect()
         await trio.to_thread.run_sync(self.startup)

@@ -18,6 +18,9 @@ then a freeze, which costs only the growth. Every FULL_EVERY-th refreeze is a fu
 topic's partitions) is reclaimed too. Unfreezing every time walked every object of the
 broker at each step: at 50,000 partitions, two million objects per refreeze, three
 quarters of the broker's CPU while its logs were first written (the scale bench).
+A collection asked for while another thread's is under way (its finalizers run with the
+lock released) does nothing, so a refreeze waits for one of its own to happen: freezing
+after a skipped one would freeze the garbage it was meant to free.
 Only a broker serving from the main thread (``josefk serve``) does it; one
 embedded in a test process on a thread of its own (the pytest plugin) leaves that
 process's collector alone. The broker unfreezes when it stops.
@@ -40,6 +43,20 @@ CHECK_S = 10.0
 MIN_GROWTH = 50_000
 #: One refreeze in this many also collects the frozen objects.
 FULL_EVERY = 4
+#: Seconds a refreeze waits for another thread's collection to end before its own.
+COLLECT_WAIT_S = 5.0
+
+
+def collect() -> None:
+    """A full collection that happened: ``gc.collect()`` returns at once, collecting
+    nothing, while another thread's is under way; then wait for that one and ask again."""
+    deadline = time.monotonic() + COLLECT_WAIT_S
+    while True:
+        before = gc.get_stats()[2]["collections"]
+        gc.collect()
+        if gc.get_stats()[2]["collections"] > before or time.monotonic() > deadline:
+            return
+        time.sleep(0.001)  # lets the collecting thread finish
 
 
 def refreeze(full: bool) -> int:
@@ -48,7 +65,7 @@ def refreeze(full: bool) -> int:
     began = time.monotonic()
     if full:
         gc.unfreeze()
-    gc.collect()
+    collect()
     gc.freeze()
     frozen = gc.get_freeze_count()
     logger.debug("froze %d objects in %.3f s (full: %s)", frozen, time.monotonic() - began,

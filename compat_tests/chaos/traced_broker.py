@@ -7,6 +7,11 @@ runs the broker as ``python -m josefk.server`` does and writes a tracemalloc sna
 brokers this way when ``JOSEFK_TRACEMALLOC_EVERY_S`` is set (``DIR`` is ``heap/`` beside
 each broker's data), e.g. ``JOSEFK_TRACEMALLOC_EVERY_S=60 make soak DURATION=1800``.
 
+    python -m compat_tests.chaos.traced_broker --census EVERY_S DIR serve --override ...
+
+runs it with a census of its objects by type instead (``census.py``; no tracemalloc, so at
+full speed), as the harness does when ``JOSEFK_CENSUS_EVERY_S`` is set.
+
     python -m compat_tests.chaos.traced_broker --compare DIR [SKIP]
 
 prints, for each process, what grew between its snapshot number SKIP (default 5: past
@@ -24,6 +29,8 @@ import tracemalloc
 from collections import defaultdict
 from pathlib import Path
 
+from .census import record_every
+
 FRAMES = 12
 TOP = 15
 
@@ -37,11 +44,13 @@ def _dump_every(every: float, directory: Path) -> None:
         os.replace(f"{path}.tmp", path)
 
 
-def serve(every: float, directory: Path, argv: list[str]) -> None:
-    """Run the broker with ``argv`` (``serve ...``), snapshots every ``every`` seconds."""
-    tracemalloc.start(FRAMES)
-    threading.Thread(target=_dump_every, args=(every, directory), daemon=True,
-                     name="tracemalloc-dump").start()
+def serve(every: float, directory: Path, argv: list[str], census: bool = False) -> None:
+    """Run the broker with ``argv`` (``serve ...``), snapshots (or, with ``census``,
+    censuses) every ``every`` seconds."""
+    if not census:
+        tracemalloc.start(FRAMES)
+    threading.Thread(target=record_every if census else _dump_every, args=(every, directory),
+                     daemon=True, name="heap-watch").start()
     sys.argv = ["josefk.server", *argv]
     runpy.run_module("josefk.server", run_name="__main__", alter_sys=True)
 
@@ -82,7 +91,9 @@ def main(argv: list[str]) -> None:
     if argv and argv[0] == "--compare":
         print(compare(Path(argv[1]), int(argv[2]) if len(argv) > 2 else 5))
         return
-    serve(float(argv[0]), Path(argv[1]), argv[2:])
+    census = bool(argv) and argv[0] == "--census"
+    argv = argv[1:] if census else argv
+    serve(float(argv[0]), Path(argv[1]), argv[2:], census)
 
 
 if __name__ == "__main__":

@@ -289,6 +289,8 @@ def broker_config(
 
 # Set to N: josefk brokers run under tracemalloc, a heap snapshot every N seconds.
 TRACEMALLOC_ENV = "JOSEFK_TRACEMALLOC_EVERY_S"
+# Set to N: josefk brokers take a census of their objects by type every N seconds.
+CENSUS_ENV = "JOSEFK_CENSUS_EVERY_S"
 
 
 def broker_command(kind: str, properties: Path, config: dict[str, str]) -> list[str]:
@@ -297,10 +299,11 @@ def broker_command(kind: str, properties: Path, config: dict[str, str]) -> list[
     if kind == "kafka":
         # kafka.Kafka needs a properties file; it holds the same keys as the overrides.
         return [str(KAFKA39_START), str(properties), *overrides]
-    every = os.environ.get(TRACEMALLOC_ENV)
-    if every:  # the soak's heap hunt: compat_tests/chaos/traced_broker.py
+    census, traced = os.environ.get(CENSUS_ENV), os.environ.get(TRACEMALLOC_ENV)
+    if census or traced:  # the soak's heap hunt: compat_tests/chaos/traced_broker.py
         heap = Path(config["log.dirs"].split(",")[0]).parent / "heap"
-        return [sys.executable, "-m", "compat_tests.chaos.traced_broker", every, str(heap),
+        mode = ["--census", census] if census else [traced]
+        return [sys.executable, "-m", "compat_tests.chaos.traced_broker", *mode, str(heap),
                 "serve", *overrides]
     return [sys.executable, "-m", "josefk.server", "serve", *overrides]
 

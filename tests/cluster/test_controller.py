@@ -769,8 +769,8 @@ async def test_new_partition_without_live_replicas_waits_for_one(c: Cluster) -> 
     await c.register(4)
     state = await c.wait_state("w", 0, lambda s: True)
     assert state == PartitionState(4, 0, (4,), EPOCH, zk_version=0)
+    await c.settle()  # the LeaderAndIsr goes out after the state znode is written
     assert c.channel.partitions_to(LeaderAndIsr, 4)[("w", 0)].is_new
-    await c.settle()
 
 
 async def test_failover_keeps_the_last_isr_member_of_an_offline_partition(

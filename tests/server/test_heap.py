@@ -21,42 +21,60 @@ class Node:
         self.me = self
 
 
-async def refrozen(since: int) -> int:
-    """The freeze count once a refreeze has changed it from ``since``."""
+@pytest.fixture
+def refreezes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The frozen count after each refreeze of the test's keep_frozen, in order. (The
+    freeze count alone also drops whenever a frozen object is freed.)"""
+    counts: list[int] = []
+    real = heap.refreeze
+
+    def recorded(full: bool) -> int:
+        counts.append(real(full))
+        return counts[-1]
+
+    monkeypatch.setattr(heap, "refreeze", recorded)
+    return counts
+
+
+async def nth(refreezes: list[int], n: int) -> int:
+    """The frozen count after refreeze number ``n`` (from 0), once it has happened."""
     with trio.fail_after(20):
-        while gc.get_freeze_count() == since:
+        while len(refreezes) <= n:
             await trio.sleep(0.02)
-    return gc.get_freeze_count()
+    return refreezes[n]
 
 
 def growth_due(frozen: int) -> list[Node]:
-    """Enough new long-lived objects to make a refreeze due."""
-    return [Node() for _ in range(max(MIN_GROWTH, frozen // 2) + 1000)]
+    """Enough new long-lived objects (in the oldest generation) to make a refreeze due."""
+    grown = [Node() for _ in range(max(MIN_GROWTH, frozen // 2) + 1000)]
+    gc.collect()
+    return grown
 
 
-async def test_frozen_while_serving_and_refrozen_as_it_grows() -> None:
+async def test_frozen_while_serving_and_refrozen_as_it_grows(refreezes: list[int]) -> None:
     assert gc.get_freeze_count() == 0
     async with trio.open_nursery() as nursery:
         nursery.start_soon(keep_frozen, 0.05)
-        frozen = await refrozen(0)
+        frozen = await nth(refreezes, 0)
         grown = growth_due(frozen)
-        assert await refrozen(frozen) >= len(grown)
+        assert await nth(refreezes, 1) >= frozen + len(grown)
         nursery.cancel_scope.cancel()
     assert gc.get_freeze_count() == 0
 
 
 async def test_garbage_among_frozen_objects_is_reclaimed_at_a_full_refreeze(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, refreezes: list[int]) -> None:
     monkeypatch.setattr(heap, "FULL_EVERY", 1)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(keep_frozen, 0.05)
-        doomed = growth_due(await refrozen(0))
-        high = await refrozen(gc.get_freeze_count())
+        doomed = growth_due(await nth(refreezes, 0))
+        high = await nth(refreezes, 1)
         count = len(doomed)
+        assert high >= count
         del doomed  # a cycle each: only a collection frees them
         grown = growth_due(high)
         # Frozen, the doomed would still count; refrozen in full, they are gone.
-        assert await refrozen(high) < high + len(grown) - count // 2
+        assert await nth(refreezes, 2) < high + len(grown) - count // 2
         nursery.cancel_scope.cancel()
 
 
@@ -105,3 +123,41 @@ async def test_only_every_few_refreezes_walks_the_frozen_objects(
                 await trio.sleep(0.02)
         nursery.cancel_scope.cancel()
     assert fulls == [True, False, False, True]
+
+
+class SlowToDie:
+    """Garbage whose finalizer holds a collection open until told to go on."""
+
+    def __init__(self, inside: threading.Event, go_on: threading.Event) -> None:
+        self.me, self.inside, self.go_on = self, inside, go_on
+
+    def __del__(self) -> None:
+        self.inside.set()
+        self.go_on.wait(10)
+
+
+def test_a_full_refreeze_waits_out_another_threads_collection() -> None:
+    """gc.collect() does nothing while another thread's collection runs finalizers: the
+    refreeze must not freeze the garbage it was meant to free (seen under pytest-xdist)."""
+    inside, go_on = threading.Event(), threading.Event()
+
+    def collect_slowly() -> None:
+        SlowToDie(inside, go_on)
+        gc.collect()
+
+    doomed = [Node() for _ in range(1000)]
+    gc.freeze()
+    del doomed
+    other = threading.Thread(target=collect_slowly)
+    other.start()
+    try:
+        assert inside.wait(10)
+        threading.Timer(0.2, go_on.set).start()
+        heap.refreeze(full=True)
+        assert not [obj for obj in gc.get_objects() if type(obj) is Node]
+        gc.unfreeze()
+        assert not [obj for obj in gc.get_objects() if type(obj) is Node]
+    finally:
+        go_on.set()
+        other.join(10)
+        gc.unfreeze()
