@@ -9,7 +9,7 @@ CORE := $(VENV)/.core-stamp
 DEV := $(VENV)/.dev-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install serve test lint kafka-jars spark-jars kcat chromium fuse compat compat-kafka bench-log bench bench-quick clean \
+.PHONY: install serve test lint kafka-jars spark-jars kcat chromium fuse compat compat-kafka bench-log bench bench-quick clean faketime \
 	zookeeper-jars kafka39-jars compat-cluster-kafka cluster kafka-python-tests chaos fuzz
 
 # The broker alone: what `make serve` needs.
@@ -69,6 +69,13 @@ fuse:
 	  { (apt-get update -qq && apt-get install -y -qq libfuse2) \
 	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq libfuse2'; }
 
+## libfaketime (Debian package) for the clock-jump fault: a broker's wall clock stepped
+## (compat_tests/chaos/clock.py; its test is compat_tests/chaos/test_clock.py).
+faketime:
+	@test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 || \
+	  { (apt-get update -qq && apt-get install -y -qq libfaketime) \
+	  || sudo sh -c 'apt-get update -qq && apt-get install -y -qq libfaketime'; }
+
 REQUIRE := JOSEFK_REQUIRE_KAFKA=1 JOSEFK_REQUIRE_KCAT=1 JOSEFK_REQUIRE_SPARK=1
 
 ## The compatibility suite (stock clients, Java tools, Spark) against josefk.
@@ -116,7 +123,7 @@ lint: install
 ## kcat, Kafka's Java tools, Spark) against josefk, one test at a time: its brokers, JVMs
 ## and Spark jobs take the machine's cores.
 TEST_JOBS ?= 2
-test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat chromium fuse lint
+test: install kafka-jars zookeeper-jars kafka39-jars spark-jars kcat chromium fuse faketime lint
 	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest tests -n $(TEST_JOBS) --dist loadfile \
 	  --durations=20 $(PYTEST_ARGS)
 	$(REQUIRE) JOSEFK_REQUIRE_CHROMIUM=1 $(BIN)/pytest compat_tests --durations=40 $(PYTEST_ARGS)
@@ -248,7 +255,7 @@ ZOOKEEPERS ?= 1
 ## and deleted in a compacted topic. ZOOKEEPERS=3 runs a ZooKeeper ensemble (FAULTS=
 ## zk-node-kill kills one member at a time); FAULTS=clock-jump steps a broker's wall clock;
 ## history, report and timeline.png in chaos-runs/. The last line counts the anomalies.
-chaos: install fuse zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
+chaos: install fuse faketime zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
 	$(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
 	  --workload $(WORKLOAD) --faults $(FAULTS) --zookeepers $(ZOOKEEPERS) $(if $(SEED),--seed $(SEED))
 
@@ -257,7 +264,7 @@ chaos: install fuse zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
 ## seed of SEEDS; each run's last line (its output in chaos-runs/), the worst status.
 SEEDS ?= 1 2 3 4 5
 .PHONY: chaos-seeds
-chaos-seeds: install fuse zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
+chaos-seeds: install fuse faketime zookeeper-jars $(if $(filter kafka,$(TARGET)),kafka39-jars)
 	@mkdir -p chaos-runs; status=0; for seed in $(SEEDS); do \
 	  out=chaos-runs/$(TARGET)-$(WORKLOAD)-seed$$seed.txt; \
 	  $(BIN)/python -m compat_tests.chaos --target $(TARGET) --duration $(DURATION) \
