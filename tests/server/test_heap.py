@@ -22,26 +22,26 @@ class Node:
 
 
 @pytest.fixture
-def refreezes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The frozen count after each refreeze of the test's keep_frozen, in order. (The
+def refreezes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, int]]:
+    """Each refreeze of the test's keep_frozen, in order: (full, frozen count after). (The
     freeze count alone also drops whenever a frozen object is freed.)"""
-    counts: list[int] = []
+    done: list[tuple[bool, int]] = []
     real = heap.refreeze
 
     def recorded(full: bool) -> int:
-        counts.append(real(full))
-        return counts[-1]
+        done.append((full, real(full)))
+        return done[-1][1]
 
     monkeypatch.setattr(heap, "refreeze", recorded)
-    return counts
+    return done
 
 
-async def nth(refreezes: list[int], n: int) -> int:
+async def nth(refreezes: list[tuple[bool, int]], n: int) -> int:
     """The frozen count after refreeze number ``n`` (from 0), once it has happened."""
     with trio.fail_after(20):
         while len(refreezes) <= n:
             await trio.sleep(0.02)
-    return refreezes[n]
+    return refreezes[n][1]
 
 
 def growth_due(frozen: int) -> list[Node]:
@@ -51,7 +51,8 @@ def growth_due(frozen: int) -> list[Node]:
     return grown
 
 
-async def test_frozen_while_serving_and_refrozen_as_it_grows(refreezes: list[int]) -> None:
+async def test_frozen_while_serving_and_refrozen_as_it_grows(
+        refreezes: list[tuple[bool, int]]) -> None:
     assert gc.get_freeze_count() == 0
     async with trio.open_nursery() as nursery:
         nursery.start_soon(keep_frozen, 0.05)
@@ -63,7 +64,7 @@ async def test_frozen_while_serving_and_refrozen_as_it_grows(refreezes: list[int
 
 
 async def test_garbage_among_frozen_objects_is_reclaimed_at_a_full_refreeze(
-        monkeypatch: pytest.MonkeyPatch, refreezes: list[int]) -> None:
+        monkeypatch: pytest.MonkeyPatch, refreezes: list[tuple[bool, int]]) -> None:
     monkeypatch.setattr(heap, "FULL_EVERY", 1)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(keep_frozen, 0.05)
@@ -101,28 +102,20 @@ def test_refreeze_pays_only_for_real_growth() -> None:
 
 
 async def test_only_every_few_refreezes_walks_the_frozen_objects(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, refreezes: list[tuple[bool, int]]) -> None:
     """A refreeze between full ones collects only what is not frozen (the growth)."""
     monkeypatch.setattr(heap, "FULL_EVERY", 3)
-    fulls: list[bool] = []
-    real = heap.refreeze
-
-    def recorded(full: bool) -> int:
-        fulls.append(full)
-        return real(full)
-
-    monkeypatch.setattr(heap, "refreeze", recorded)
     kept = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(keep_frozen, 0.05)
         with trio.fail_after(60):
-            while len(fulls) < 4:
-                if len(kept) < len(fulls):  # refrozen: grow again
+            while len(refreezes) < 4:
+                if len(kept) < len(refreezes):  # refrozen: grow again
                     kept.append(growth_due(gc.get_freeze_count()))
                     gc.collect()  # into the oldest generation, as long-lived objects get
                 await trio.sleep(0.02)
         nursery.cancel_scope.cancel()
-    assert fulls == [True, False, False, True]
+    assert [full for full, _ in refreezes] == [True, False, False, True]
 
 
 class SlowToDie:
