@@ -227,7 +227,8 @@ TARGETS ?= josefk,kafka
 ## (default 10000,100000; RF 3) of each of TARGETS (josefk, Apache Kafka 3.9.1 in ZooKeeper
 ## mode): topic creation visible on every broker, controlled shutdown, controller failover,
 ## restart back into every ISR; results in bench/results/fleet/. ARGS for options
-## (--smoke: 3 brokers, 300 partitions, results in bench/results/fleet/smoke/).
+## (--smoke: 3 brokers, 300 partitions, results in bench/results/fleet/smoke/;
+## --data-dir /dev/shm: data on tmpfs, as the README's figures).
 .PHONY: bench-fleet
 bench-fleet: $(BENCH) zookeeper-jars kafka39-jars
 	$(BIN)/python -m bench.fleet $(if $(BROKERS),--brokers $(BROKERS)) \

@@ -4,7 +4,8 @@ benchmark (bench/cluster.py).
 - ZooKeeper: ``tools/zookeeper/start.sh PORT DIR`` (Apache ZooKeeper 3.8, jars in
   .cache/zookeeper/libs), one server for a whole run; each cluster gets a chroot
   of its own (``/bench-<kind>-<hex>``), which the brokers create.
-- josefk: ``python -m josefk.server serve --log-level WARNING --override ...``.
+- josefk: ``python -m josefk.server serve --log-level WARNING --override ...`` (the level
+  from ``JOSEFK_BENCH_LOG_LEVEL`` if set, e.g. INFO for a timeline of the controller).
 - Apache Kafka 3.9.1 in ZooKeeper mode: ``tools/kafka39/start-zk-broker.sh
   server.properties --override ...`` (jars in .cache/kafka39/libs) with the JVM
   settings of Kafka's own ``kafka-server-start.sh`` / ``kafka-run-class.sh``:
@@ -189,7 +190,8 @@ class Cluster:
                        "KAFKA_OPTS": KAFKA_JVM_PERFORMANCE_OPTS}
             else:
                 command = [str(_python()), "-m", "josefk.server", "serve",
-                           "--log-level", "WARNING", *overrides]
+                           "--log-level", os.environ.get("JOSEFK_BENCH_LOG_LEVEL", "WARNING"),
+                           *overrides]
             self.brokers[broker_id] = _Process(
                 kind, data, port, logs / f"{kind}{tag}-broker-{broker_id}.log", command, env)
 

@@ -57,6 +57,13 @@ def _meminfo_gib() -> float | None:
     return None
 
 
+def disk_text(disk: dict[str, Any]) -> str:
+    """Where the log dirs were, for a report's machine lines (from :func:`machine_info`)."""
+    return (f"`{disk.get('path')}`): {disk.get('device')} {disk.get('fstype')} "
+            f"{disk.get('size')}" + (f", {disk['kind']}" if disk.get("kind") else "")
+            + (f", reports rotational={disk['rotational']}" if "rotational" in disk else ""))
+
+
 def _disk(path: Path) -> dict[str, Any]:
     out = _run(["df", "--output=source,fstype,size,avail", "-h", str(path)]).splitlines()
     info: dict[str, Any] = {"path": str(path)}
@@ -226,10 +233,7 @@ def markdown(result: dict[str, Any]) -> str:
     disk = m["disk"]
     lines += [
         f"- CPU: {m['cpu']}, {m['cores']} cores; RAM {m['ram_gib']} GiB",
-        f"- disk (both log dirs, `{disk.get('path')}`): {disk.get('device')} "
-        f"{disk.get('fstype')} {disk.get('size')}"
-        + (f", {disk['kind']}" if disk.get("kind") else "")
-        + (f", reports rotational={disk['rotational']}" if "rotational" in disk else ""),
+        f"- disk (both log dirs, {disk_text(disk)}",
         f"- kernel {m['kernel']}; Python {m['python']}; Java: {m['java'][0]}",
         f"- Apache Kafka {m['kafka']} (KRaft, one node, JVM defaults, -Xmx1g); "
         f"confluent-kafka {m['confluent_kafka']} / librdkafka {m['librdkafka']}; "

@@ -53,12 +53,21 @@ class FileCache:
 
     def __init__(self, capacity: int | None = None) -> None:
         self._capacity = capacity
+        self._default: int | None = None  # default_capacity(), read once (a system call)
         self._open: OrderedDict[int, CachedFile] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
     def capacity(self) -> int:
-        return self._capacity if self._capacity is not None else default_capacity()
+        if self._capacity is not None:
+            return self._capacity
+        if self._default is None:
+            self._default = default_capacity()
+        return self._default
+
+    def limit_changed(self) -> None:
+        """The open-file limit was changed: derive the default capacity from it again."""
+        self._default = None
 
     @capacity.setter
     def capacity(self, value: int | None) -> None:

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.serialization import (
 LAZY = ("kazoo", "josefk.cluster.controller", "josefk.cluster.zk", "josefk.server.control",
         "cryptography", "pytest", "_pytest", "trio.testing", "kafka.consumer",
         "kafka.producer", "kafka.admin", "kafka.net", "kafka.coordinator",
+        "importlib.metadata",  # only for --version
         # Handlers are imported on their api's first request (server/handlers/__init__.py).
         *(f"josefk.server.handlers.{name}" for name in (
             "admin.topic_changes", "admin.configs", "controller_apis", "producers", "records",
@@ -194,6 +195,10 @@ assert "kafka.producer" not in sys.modules and "kafka.protocol.api_message" in s
 from josefk.protocol.messages import request_class
 assert request_class(19).__name__ == "CreateTopicsRequest"
 assert "kafka.protocol.admin.acl" not in sys.modules  # one admin family, not all eight
+import crc32c
+from crc32c import crc32c as crc
+assert "importlib.metadata" not in sys.modules and crc(b"123456789") == 0xE3069283
+assert crc32c.__version__ and crc32c.CRC32CHash  # the package's own __init__, run on demand
 got = []
 threads = [threading.Thread(target=lambda: got.append(__import__("kafka").KafkaProducer))
            for _ in range(8)]

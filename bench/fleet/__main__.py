@@ -27,7 +27,8 @@ once (bounded by ``--timeout`` + 15 s per broker), then, in order, each step bou
 Brokers' VmRSS is taken after step 2. A step that times out or fails is recorded as such
 (never as a figure) and ends that cluster's run. Sizes that would not fit in memory
 (estimated: Kafka's heap plus 400 MiB per broker, josefk 80 MiB plus 10 KiB per replica)
-or in the descriptor limit are refused before anything starts.
+or in the descriptor limit are refused before anything starts (recorded as refused; the
+other sizes run).
 
 Results: results.json, results.md and PNGs in ``--out`` (bench/results/fleet;
 bench/results/fleet/smoke for --smoke), rewritten after every cluster; broker logs in
@@ -142,12 +143,22 @@ class Bench:
             "runs": {}, "notes": []}
 
     def preflight(self) -> list[str]:
-        """Why sizes cannot run here; warnings go to the notes."""
+        """Leave out the sizes that cannot run here, recorded as refused; why, for each.
+        Warnings go to the notes."""
         nofile = raise_nofile(max(files_needed(s) for s in self.sizes))
         free = available_mib()
         self.result["notes"] += [w for s in self.sizes if (w := map_warning(s))]
-        return [why for s in self.sizes
-                if (why := refusal(s, self.args.kafka_heap, free, nofile))]
+        refused, kept = [], []
+        for size in self.sizes:
+            if why := refusal(size, self.args.kafka_heap, free, nofile):
+                refused.append(why)
+                self.result["runs"].setdefault(size.key(), {
+                    "brokers": size.brokers, "partitions": size.partitions})[size.kind] = {
+                    "refused": why}
+            else:
+                kept.append(size)
+        self.sizes = kept
+        return refused
 
     def run(self) -> int:
         if why := cluster_available(self.args.target_list):
@@ -156,7 +167,8 @@ class Bench:
         if refused := self.preflight():
             print("refused, these sizes do not fit on this machine:\n  "
                   + "\n  ".join(refused), file=sys.stderr)
-            return 2
+            if not self.sizes:
+                return 2
         for note in self.result["notes"]:
             log(f"warning: {note}")
         self.logs.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,8 @@ from bench.wire import Wire
 
 Expected = dict[str, int]  # topic -> partition count
 Test = Callable[[View], bool]
+#: Metadata records in one CreateTopics (Kafka 4.x's ``MAX_RECORDS_PER_USER_OP``).
+MAX_RECORDS = 10_000
 POLL_GAP = 0.1  # between two Metadata requests to one broker: the observer is a broker too
 NO_ERROR, REQUEST_TIMED_OUT = 0, 7
 
@@ -111,25 +113,45 @@ def close(obs: list[Observer]) -> None:
 # --- the steps --------------------------------------------------------------------------
 
 
+def record_batches(topics: Expected, most: int = MAX_RECORDS) -> list[dict[str, int]]:
+    """``topics`` in consecutive groups of at most ``most`` records each (a topic's record
+    and one per partition); a topic larger than that alone in its group."""
+    batches: list[dict[str, int]] = []
+    records = most + 1
+    for name, count in topics.items():
+        if records + 1 + count > most:
+            batches.append({})
+            records = 0
+        batches[-1][name] = count
+        records += 1 + count
+    return batches
+
+
 def create_topics(fleet: Fleet, topics: Expected, replication: int,
                   timeout: float) -> dict[str, Any]:
-    """One CreateTopics naming every topic, to the controller (a Kafka 3.9 broker that is
+    """CreateTopics naming every topic, to the controller (a Kafka 3.9 broker that is
     not answers NOT_CONTROLLER; admin clients ask Metadata for it too), waiting for the
     creation as an admin client does (``timeout_ms``: the step's timeout); then until every
-    broker's Metadata lists every partition with a live leader."""
+    broker's Metadata lists every partition with a live leader. The topics go in requests
+    of at most MAX_RECORDS metadata records (a topic and its partitions), all sent at
+    once on one connection: josefk's cluster mode keeps Kafka 4.x's bound on one request
+    (Kafka 3.9 in ZooKeeper mode has none)."""
     from kafka.protocol.admin import CreateTopicsRequest
 
-    request = CreateTopicsRequest[4](timeout_ms=int(timeout * 1000), validate_only=False,
-                                     topics=[CreateTopicsRequest.CreatableTopic(
-                                         version=4, name=name, num_partitions=count,
-                                         replication_factor=replication, assignments=[],
-                                         configs=[]) for name, count in topics.items()])
+    requests = [CreateTopicsRequest[4](
+        timeout_ms=int(timeout * 1000), validate_only=False,
+        topics=[CreateTopicsRequest.CreatableTopic(
+            version=4, name=name, num_partitions=count, replication_factor=replication,
+            assignments=[], configs=[]) for name, count in batch.items()])
+        for batch in record_batches(topics)]
     controller = controller_of(fleet, min(fleet.live()))
     wire = Wire(f"127.0.0.1:{fleet.port(controller)}", timeout=timeout + 30,
                 client_id="bench-fleet")
     began = time.monotonic()
     try:
-        results = wire.call(request, 4).topics
+        for request in requests:
+            wire.send(request, 4)
+        results = [t for _ in requests for t in wire.receive().topics]
     except TimeoutError as exc:
         raise StepTimeout(f"CreateTopics not answered in {timeout + 30:.0f}s") from exc
     finally:

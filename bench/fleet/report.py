@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bench.report import fmt, write_results
+from bench.report import disk_text, fmt, write_results
 
 KINDS = ("josefk", "kafka")
 LABEL = {"josefk": "josefk", "kafka": "Apache Kafka 3.9.1"}
@@ -71,6 +71,8 @@ def why_not(fig: Figure, got: dict[str, Any] | None) -> str:
         return "timeout"
     if isinstance(step, dict) and "error" in step:
         return "failed"
+    if got and "refused" in got:
+        return "refused"
     return "skipped" if got and "skipped" in got else "not run"
 
 
@@ -119,6 +121,8 @@ def markdown(result: dict[str, Any]) -> str:
               f"- {m.get('cpu')}, {m.get('cores')} cores, {m.get('ram_gib')} GiB RAM; "
               f"{m.get('kernel')}; Python {m.get('python')}; "
               f"{' '.join(m.get('java') or ['java ?'])}; josefk {m.get('josefk_commit')}",
+              f"- data dirs (ZooKeeper's and every broker's, "
+              f"{disk_text(m.get('disk') or {})}",
               f"- load average at start {m.get('loadavg_at_start')}, at end "
               f"{m.get('loadavg_at_end')}; started {result.get('started')}, finished "
               f"{result.get('finished')}", ""]
@@ -147,6 +151,8 @@ def _problems(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
             where = f"{kind}, {r['brokers']} × {r['partitions']:,}"
             if "skipped" in got:
                 out.append(f"- {where}: skipped {got['skipped']}")
+            if "refused" in got:
+                out.append(f"- {where}: refused before it started: {got['refused']}")
             for step, s in got.items():
                 if isinstance(s, dict) and ("timeout" in s or "error" in s):
                     label = "timeout" if "timeout" in s else "failed"

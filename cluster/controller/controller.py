@@ -238,12 +238,18 @@ class Controller:
         if ctx.assignments:
             batch.update_metadata(ctx.brokers, ctx.all_partitions())
         self._initial_states(batch)
+        batch.send()
+        # Leaders first, as Kafka's onBrokerFailure orders it (its failover removes the
+        # dead replicas from the ISRs first): the two touch different partitions (a
+        # partition whose leader is dead is elected; ISR removal skips it), and clients
+        # wait for leaders, not for the ISRs to shrink.
+        await self.elections.trigger_online_state_change()
         # Replicas on dead brokers leave the ISRs (Kafka's OfflineReplica transition).
         dead = {r for replicas in ctx.assignments.values() for r in replicas
                 if r not in ctx.brokers}
-        await self.isr.remove_from_isr(dead, ctx.all_partitions(), batch)
-        batch.send()
-        await self.elections.trigger_online_state_change()
+        removal = self._batch()
+        await self.isr.remove_from_isr(dead, ctx.all_partitions(), removal)
+        removal.send()
         await self.deletion.on_delete_topics()
         await self.reassignment.resume()
         await self.reassignment.on_legacy_reassignment()

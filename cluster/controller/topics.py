@@ -39,14 +39,29 @@ class TopicChanges:
         self._watched: set[str] = set()
 
     async def load_all(self) -> None:
-        """Failover: read every topic (assignment and partition states) and watch them."""
+        """Failover: read every topic (assignment and partition states) and watch them.
+        The partition states of all topics are read together: at failover they are most
+        of what the controller reads, one znode per partition."""
         names = await self.zk.get_children(zn.TOPICS, self.watch(self.on_topic_change))
-        for topic in names:
-            await self.load(topic)
+        assignments: dict[str, TopicAssignment] = {}
+
+        async def assignment(topic: str) -> None:
+            if (got := await self._load_assignment(topic)) is not None:
+                assignments[topic] = got
+
+        await for_each(names, assignment)
+        await self._read_states([(topic, p) for topic in names if topic in assignments
+                                 for p in assignments[topic].partitions])
 
     async def load(self, topic: str) -> TopicAssignment | None:
         """Read ``topic``'s assignment and partition states into the context (an
         assignment with adding or removing replicas is a reassignment in flight)."""
+        assignment = await self._load_assignment(topic)
+        if assignment is not None:
+            await self._read_states([(topic, p) for p in assignment.partitions])
+        return assignment
+
+    async def _load_assignment(self, topic: str) -> TopicAssignment | None:
         try:
             data, _ = await self.zk.get(zn.topic_path(topic), self._topic_watch(topic))
             assignment = TopicAssignment.decode(topic, data)
@@ -58,24 +73,26 @@ class TopicChanges:
                          topic, e)
             return None
         self.ctx.set_topic(topic, assignment)
-        await for_each(assignment.partitions, lambda p: self._read_state((topic, p)))
         for p, replicas in assignment.partitions.items():
-            tp = (topic, p)
             if assignment.adding.get(p) or assignment.removing.get(p):
                 # A reassignment was in flight: the target is the union minus the removed.
                 removing = set(assignment.removing.get(p, ()))
-                self.ctx.reassignments[tp] = tuple(b for b in replicas if b not in removing)
+                self.ctx.reassignments[(topic, p)] = tuple(b for b in replicas
+                                                           if b not in removing)
         return assignment
 
-    async def _read_state(self, tp: TP) -> None:
-        try:
-            data, stat = await self.zk.get(zn.partition_state_path(*tp))
-            self.ctx.leader_isr[tp] = LeaderIsr.decode(data, stat.version)
-        except NoNodeError:
-            pass
-        except ZnodeFormatError as e:
-            logger.error("controller %d: skipping the state of %s-%d: %s",
-                         self.ctx.controller_id, *tp, e)
+    async def _read_states(self, partitions: list[TP]) -> None:
+        got = await self.zk.get_many([zn.partition_state_path(*tp) for tp in partitions])
+        for tp, read in zip(partitions, got, strict=True):
+            if isinstance(read, NoNodeError):
+                continue
+            if isinstance(read, Exception):
+                raise read
+            try:
+                self.ctx.leader_isr[tp] = LeaderIsr.decode(read[0], read[1].version)
+            except ZnodeFormatError as e:
+                logger.error("controller %d: skipping the state of %s-%d: %s",
+                             self.ctx.controller_id, *tp, e)
 
     def _topic_watch(self, topic: str) -> Callable[[], None]:
         self._watched.add(topic)

@@ -10,7 +10,7 @@ they become the errors below.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -122,6 +122,10 @@ class ZooKeeper(Protocol):
         ``createRecursive``)."""
 
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Stat]: ...
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | ZkError]:
+        """Read every path (pipelined, no watches): for each, its data and stat or the
+        error that read got (NoNodeError...), in the order asked."""
 
     async def exists(self, path: str, watch: Watch | None = None) -> Stat | None: ...
 

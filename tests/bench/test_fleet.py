@@ -9,6 +9,7 @@ from kafka.protocol.metadata import MetadataResponse
 
 from bench.fleet import measures
 from bench.fleet.__main__ import topics_for
+from bench.fleet.measures import record_batches
 from bench.fleet.metadata import VERSION, View, parse
 from bench.fleet.nodes import JVM_OVERHEAD_MIB, ZOOKEEPER_MIB, Size, heap_mib, needed_mib, refusal
 from bench.fleet.report import FIGURES, markdown, ratio, value
@@ -118,3 +119,11 @@ def test_a_timeout_is_never_a_figure() -> None:
     row = next(line for line in md.splitlines() if line.startswith(f"| {restart.label}"))
     assert "*skipped* / *not run* (–)" in row
     assert "SMOKE" in md and "every partition led: not seen in 120s" in md
+
+
+def test_topics_go_in_requests_of_at_most_ten_thousand_records() -> None:
+    topics = {f"t{i}": 2000 for i in range(5)} | {"one": 100}
+    batches = record_batches(topics)
+    assert [list(b) for b in batches] == [["t0", "t1", "t2", "t3"], ["t4", "one"]]
+    assert all(sum(1 + n for n in b.values()) <= 10_000 for b in batches)
+    assert record_batches({"huge": 20_000, "small": 1}) == [{"huge": 20_000}, {"small": 1}]

@@ -539,9 +539,9 @@ async def test_topic_deletion(c: Cluster) -> None:
     assert c.controller.ctx.topics_to_delete == set()
 
 
-async def test_failover_over_existing_state(zk_session: SessionFactory) -> None:
-    """A new controller finds topics and state znodes left by the previous one, with
-    broker 1 gone meanwhile: it elects a leader for what broker 1 led and shrinks ISRs."""
+async def broker_1_gone(zk_session: SessionFactory) -> ZooKeeper:
+    """State a previous controller left: topic "t", partition 0 led by broker 1 and
+    partition 1 by broker 2 (broker 1 in its ISR); brokers 2 and 3 alive, 1 gone."""
     zk = await zk_session()
     brokers_zk = await zk_session()
     await create_top_level_paths(zk)
@@ -553,6 +553,13 @@ async def test_failover_over_existing_state(zk_session: SessionFactory) -> None:
     for broker_id in (2, 3):
         await brokers_zk.create(zn.broker_path(broker_id), registration(broker_id).encode(),
                                 ephemeral=True)
+    return zk
+
+
+async def test_failover_over_existing_state(zk_session: SessionFactory) -> None:
+    """A new controller finds topics and state znodes left by the previous one, with
+    broker 1 gone meanwhile: it elects a leader for what broker 1 led and shrinks ISRs."""
+    zk = await broker_1_gone(zk_session)
     channel = RecordingChannel()
     controller = new_controller(zk, channel)
     async with trio.open_nursery() as nursery:
@@ -571,6 +578,25 @@ async def test_failover_over_existing_state(zk_session: SessionFactory) -> None:
             assert latest[("t", 0)].leader == 2 and latest[("t", 0)].leader_epoch == 5
             assert set(channel.partitions_to(UpdateMetadata, broker_id)) == {("t", 0), ("t", 1)}
         assert not [s for s in channel.sent if s.broker_id == 1]
+        nursery.cancel_scope.cancel()
+
+
+async def test_failover_elects_leaders_before_it_shrinks_isrs(
+        zk_session: SessionFactory) -> None:
+    """Clients wait for leaders, not for ISRs to shrink: the new controller elects the
+    partitions a dead broker led before it drops that broker from other ISRs (as Kafka's
+    onBrokerFailure orders them; ZooKeeper's zxids order the two writes)."""
+    zk = await broker_1_gone(zk_session)
+    controller = new_controller(zk, RecordingChannel())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(controller.run)
+        with trio.fail_after(10):
+            await controller.call(lambda: trio.sleep(0))
+        elected = await zk.get(zn.partition_state_path("t", 0))
+        shrunk = await zk.get(zn.partition_state_path("t", 1))
+        assert PartitionState.decode(elected[0]).leader == 2
+        assert PartitionState.decode(shrunk[0]).isr == (2, 3)
+        assert elected[1].mzxid < shrunk[1].mzxid
         nursery.cancel_scope.cancel()
 
 

@@ -24,6 +24,7 @@ from josefk.cluster.zk.client import (
     Stat,
     ZkError,
 )
+from josefk.server.control import zk_bridge
 from josefk.server.control.zk_bridge import KazooZooKeeper, ZooKeeperUnavailableError, split_connect
 
 pytestmark = pytest.mark.usefixtures("zookeeper_server")
@@ -69,6 +70,26 @@ async def test_create_get_exists_children_set(zk: KazooZooKeeper) -> None:
         await zk.ensure_path("/p/q/r")
         await zk.ensure_path("/p/q/r")  # idempotent
         assert await zk.exists("/p/q/r") is not None
+
+
+async def test_get_many_reads_each_path_in_order_across_chunks(
+        zk: KazooZooKeeper, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zk_bridge, "GET_MANY_CHUNK", 7)
+    with trio.fail_after(20):
+        for i in range(20):
+            await zk.create(f"/m/{i}", str(i).encode() if i % 3 else None, makepath=True)
+        await zk.set("/m/4", b"four")
+        paths = [f"/m/{i}" for i in range(20)] + ["/m/missing", "/m/4"]
+        got = await zk.get_many(paths)
+        assert len(got) == 22
+        for i, read in enumerate(got[:20]):
+            assert not isinstance(read, ZkError), (i, read)
+            expected = b"four" if i == 4 else (str(i).encode() if i % 3 else b"")
+            assert read[0] == expected
+            assert read[1] == (await zk.get(f"/m/{i}"))[1]
+        assert isinstance(got[20], NoNodeError)
+        assert got[21][0] == b"four" and got[21][1].version == 1
+        assert await zk.get_many([]) == []
 
 
 async def test_delete_plain_conditional_and_recursive(zk: KazooZooKeeper) -> None:

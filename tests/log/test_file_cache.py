@@ -120,3 +120,22 @@ def test_a_log_reads_all_its_segments_with_two_descriptors(
     monkeypatch.setattr(file_cache.FILES, "_capacity", None)
     assert file_cache.FileCache().capacity == max(32, os.sysconf("SC_OPEN_MAX") // 4)
 
+
+
+def test_the_default_capacity_reads_the_limit_once_until_it_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    limits = iter([40, 80])
+    reads = []
+
+    def capacity() -> int:
+        reads.append(1)
+        return next(limits)
+
+    monkeypatch.setattr(file_cache, "default_capacity", capacity)
+    cache = FileCache()
+    for f in files(tmp_path, 3):
+        cache.acquire(f)
+        cache.release(f)
+    assert (cache.capacity, len(reads)) == (40, 1)  # not a system call per acquire
+    cache.limit_changed()
+    assert (cache.capacity, cache.capacity, len(reads)) == (80, 80, 2)

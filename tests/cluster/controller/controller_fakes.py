@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from josefk.cluster.zk.client import (
     SetData,
     Stat,
     Watch,
+    ZkError,
 )
 from josefk.cluster.zk.znodes import BrokerRegistration, Endpoint, TopicAssignment
 from josefk.cluster.zk.znodes import PartitionState as LeaderIsr
@@ -110,6 +111,15 @@ class MemoryZooKeeper:
             self._data_watches.setdefault(path, []).append(watch)
         return node.data or b"", Stat(node.version, node.czxid, node.czxid, 0,
                                len(self.children(path)))
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | ZkError]:
+        out: list[tuple[bytes, Stat] | ZkError] = []
+        for path in paths:
+            try:
+                out.append(await self.get(path))
+            except ZkError as e:
+                out.append(e)
+        return out
 
     async def exists(self, path: str, watch: Watch | None = None) -> Stat | None:
         if watch is not None:
