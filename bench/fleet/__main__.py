@@ -152,9 +152,7 @@ class Bench:
         for size in self.sizes:
             if why := refusal(size, self.args.kafka_heap, free, nofile):
                 refused.append(why)
-                self.result["runs"].setdefault(size.key(), {
-                    "brokers": size.brokers, "partitions": size.partitions})[size.kind] = {
-                    "refused": why}
+                self._row(size)[size.kind] = {"refused": why}
             else:
                 kept.append(size)
         self.sizes = kept
@@ -199,11 +197,14 @@ class Bench:
     def save(self) -> list[Path]:
         return fleet_report.write(self.result, self.args.out)
 
-    def one(self, size: Size, zk: ZooKeeper) -> None:
-        row = self.result["runs"].setdefault(
+    def _row(self, size: Size) -> dict[str, Any]:
+        """The results' row of ``size`` (its brokers × partitions, every kind)."""
+        return self.result["runs"].setdefault(
             size.key(), {"brokers": size.brokers, "partitions": size.partitions})
+
+    def one(self, size: Size, zk: ZooKeeper) -> None:
         got: dict[str, Any] = {}
-        row[size.kind] = got
+        self._row(size)[size.kind] = got
         log.prefix = f"{size.kind} {size.brokers} x {size.partitions:,}: "
         home = self.root / f"{size.kind}-{size.key()}"
         fleet = Fleet(size, zk, home, self.logs, self.args.kafka_heap)

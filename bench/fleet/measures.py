@@ -117,9 +117,9 @@ def record_batches(topics: Expected, most: int = MAX_RECORDS) -> list[dict[str, 
     """``topics`` in consecutive groups of at most ``most`` records each (a topic's record
     and one per partition); a topic larger than that alone in its group."""
     batches: list[dict[str, int]] = []
-    records = most + 1
+    records = 0
     for name, count in topics.items():
-        if records + 1 + count > most:
+        if not batches or records + 1 + count > most:
             batches.append({})
             records = 0
         batches[-1][name] = count

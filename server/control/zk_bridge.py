@@ -146,9 +146,7 @@ class KazooZooKeeper:
     # --- operations ---------------------------------------------------------------------
 
     async def _call(self, result: Any) -> Any:
-        done = trio.Event()
-        result.rawlink(lambda _r: self._to_trio(done.set))
-        await done.wait()
+        await self._all([result])
         try:
             return result.get_nowait()
         except BaseException as e:

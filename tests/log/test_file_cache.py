@@ -121,7 +121,6 @@ def test_a_log_reads_all_its_segments_with_two_descriptors(
     assert file_cache.FileCache().capacity == max(32, os.sysconf("SC_OPEN_MAX") // 4)
 
 
-
 def test_the_default_capacity_reads_the_limit_once_until_it_changes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     limits = iter([40, 80])
